@@ -1,0 +1,583 @@
+//! The `[breaker]` table (breaker spec section 3, decision D5), and the tool classes
+//! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
+
+use crate::config::{dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError};
+use regex::Regex;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What happens when a call reaches a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnLimit {
+    /// Ask the operator for a turn-scoped exemption; fail closed when nobody answers.
+    Ask,
+    /// Deny outright.
+    Deny,
+}
+
+/// Whether purely local traffic is fingerprinted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocalHosts {
+    /// Local traffic is fingerprinted like any other.
+    Deny,
+    /// A purely local call emits no target fingerprints.
+    Allow,
+}
+
+/// Which tools are shell tools and URL tools, and where their command / URL is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolClasses {
+    /// Exact names of shell tools.
+    pub shell: Vec<String>,
+    /// Argument keys holding a shell tool's command, first present wins.
+    pub shell_command_args: Vec<String>,
+    /// Exact names of URL tools (besides those matching `url_pattern`).
+    pub url: Vec<String>,
+    /// Case-insensitive regular expression: a tool name matching it is a URL tool.
+    pub url_pattern: String,
+    /// Argument keys holding a URL tool's URL, first present wins.
+    pub url_args: Vec<String>,
+    #[serde(skip)]
+    url_re: Option<Pattern>,
+}
+
+impl Default for ToolClasses {
+    fn default() -> Self {
+        let url_pattern = "fetch|search|browse|web_".to_string();
+        ToolClasses {
+            shell: strings(&[
+                "bash",
+                "pwsh",
+                "shell",
+                "Bash",
+                "PowerShell",
+                "run_shell_command",
+                "execute_bash",
+                "exec_command",
+            ]),
+            shell_command_args: strings(&["command", "cmd"]),
+            url: Vec::new(),
+            url_re: compile_url_re(&url_pattern).ok(),
+            url_pattern,
+            url_args: strings(&["url", "href", "uri"]),
+        }
+    }
+}
+
+/// A compiled pattern; equal when its source is equal.
+#[derive(Debug, Clone)]
+pub(crate) struct Pattern(Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Pattern {
+    fn is_match(&self, s: &str) -> bool {
+        self.0.is_match(s)
+    }
+}
+
+fn compile_url_re(p: &str) -> Result<Pattern, regex::Error> {
+    Regex::new(&format!("(?i){p}")).map(Pattern)
+}
+
+impl ToolClasses {
+    /// Whether `tool` is a shell tool.
+    pub fn is_shell(&self, tool: &str) -> bool {
+        self.shell.iter().any(|s| s == tool)
+    }
+
+    /// Whether `tool` is a URL tool.
+    pub fn is_url_tool(&self, tool: &str) -> bool {
+        self.url.iter().any(|s| s == tool)
+            || self.url_re.as_ref().is_some_and(|re| re.is_match(tool))
+    }
+}
+
+/// Validated breaker configuration; built only through [`BreakerConfig::from_table`] or
+/// [`Default`], so an invalid value never reaches a running engine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerConfig {
+    pub(crate) enabled: bool,
+    pub(crate) window: usize,
+    pub(crate) on_limit: OnLimit,
+    pub(crate) local_hosts: LocalHosts,
+    pub(crate) include_local: bool,
+    pub(crate) warn_at: Option<u32>,
+    pub(crate) summarize_at: Option<u32>,
+    pub(crate) fail_warn_at: Option<u32>,
+    pub(crate) fail_limit: Option<u32>,
+    pub(crate) limits: BTreeMap<String, Option<u32>>,
+    pub(crate) exclude: Vec<String>,
+    pub(crate) include: Vec<String>,
+    pub(crate) ignore_args: BTreeMap<String, Vec<String>>,
+    pub(crate) host_aliases: BTreeMap<String, String>,
+    pub(crate) preview_chars: usize,
+    pub(crate) result_preview_chars: usize,
+    pub(crate) tools: ToolClasses,
+    #[serde(skip)]
+    exclude_re: Vec<Pattern>,
+    #[serde(skip)]
+    include_re: Vec<Pattern>,
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+const DECOYS_ALL: &[&str] = &[
+    "description",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+    "reason",
+    "title",
+    "comment",
+];
+const DECOYS_SHELL: &[&str] = &[
+    "description",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+];
+/// Claude Code's and Gemini's shell tools carry their timeout as `timeout`.
+const DECOYS_SHELL_TIMEOUT: &[&str] = &[
+    "description",
+    "timeout",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+];
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        let mut limits = BTreeMap::new();
+        for (k, v) in [
+            ("exact", Some(12)),
+            ("cmd", Some(12)),
+            ("net", Some(12)),
+            ("sink", Some(12)),
+            ("host", Some(16)),
+            ("site", None),
+            ("family:http-fetch", None),
+            ("verb:curl", None),
+            ("verb:wget", None),
+        ] {
+            limits.insert(k.to_string(), v);
+        }
+        let mut ignore_args = BTreeMap::new();
+        ignore_args.insert("*".to_string(), strings(DECOYS_ALL));
+        for t in ["bash", "pwsh", "shell"] {
+            ignore_args.insert(t.to_string(), strings(DECOYS_SHELL));
+        }
+        for t in [
+            "Bash",
+            "PowerShell",
+            "run_shell_command",
+            "execute_bash",
+            "exec_command",
+        ] {
+            ignore_args.insert(t.to_string(), strings(DECOYS_SHELL_TIMEOUT));
+        }
+        let mut host_aliases = BTreeMap::new();
+        for k in [
+            "open-data.canada.ca",
+            "www.open.canada.ca",
+            "www.open-data.canada.ca",
+        ] {
+            host_aliases.insert(k.to_string(), "open.canada.ca".to_string());
+        }
+        let exclude = strings(&["todo_write", "TodoWrite"]);
+        BreakerConfig {
+            enabled: true,
+            window: 16,
+            on_limit: OnLimit::Ask,
+            local_hosts: LocalHosts::Deny,
+            include_local: false,
+            warn_at: Some(7),
+            summarize_at: Some(11),
+            fail_warn_at: Some(3),
+            fail_limit: Some(5),
+            limits,
+            exclude_re: exclude.iter().map(|p| glob_re(p)).collect(),
+            exclude,
+            include: Vec::new(),
+            include_re: Vec::new(),
+            ignore_args,
+            host_aliases,
+            preview_chars: 400,
+            result_preview_chars: 800,
+            tools: ToolClasses::default(),
+        }
+    }
+}
+
+/// Every key of `[breaker]`.
+pub const KEYS: &[&str] = &[
+    "enabled",
+    "window",
+    "on_limit",
+    "local_hosts",
+    "include_local",
+    "warn_at",
+    "summarize_at",
+    "fail_warn_at",
+    "fail_limit",
+    "limits",
+    "exclude",
+    "include",
+    "ignore_args",
+    "host_aliases",
+    "preview_chars",
+    "result_preview_chars",
+    "tools",
+];
+
+const TOOL_KEYS: &[&str] = &[
+    "shell",
+    "shell_command_args",
+    "url",
+    "url_pattern",
+    "url_args",
+];
+
+/// Keys the original removed, with their migration hints (snake_case and camelCase).
+const REMOVED: &[(&str, &str, &str)] = &[
+    (
+        "shell_http_allow",
+        "shellHttpAllow",
+        "replaced by shell_http_block in 0.7.0",
+    ),
+    (
+        "deny_after",
+        "denyAfter",
+        "use `limits` (the gate per fingerprint kind)",
+    ),
+    ("warn_after", "warnAfter", "use `warn_at`"),
+    (
+        "register_advisory",
+        "registerAdvisory",
+        "advisories are always delivered; tune `warn_at` / `summarize_at`",
+    ),
+    (
+        "max_same_path",
+        "maxSamePath",
+        "path counters are gone; file actions are identified by `exact:`",
+    ),
+    (
+        "read_tools",
+        "readTools",
+        "path counters are gone; file actions are identified by `exact:`",
+    ),
+    (
+        "match_read_by_substring",
+        "matchReadBySubstring",
+        "path counters are gone; file actions are identified by `exact:`",
+    ),
+];
+
+/// Keys of the original's shell-HTTP block and fetch tool, not in this release (D6).
+const LATER: &[&str] = &[
+    "block_shell_http",
+    "block_local_http",
+    "shell_http_block",
+    "embed_fetch_file",
+    "fetch_with_curl",
+    "output_dir",
+    "max_bytes",
+    "timeout_ms",
+    "max_redirects",
+    "user_agent",
+    "allow_private_hosts",
+    "cookie_jar",
+    "curl_path",
+];
+
+/// `*` means any sequence, everything else is literal; anchored.
+pub(crate) fn glob_re(pattern: &str) -> Pattern {
+    let body: Vec<String> = pattern.split('*').map(regex::escape).collect();
+    Pattern(Regex::new(&format!("^{}$", body.join(".*"))).expect("escaped glob is a valid regex"))
+}
+
+const P: &str = "breaker";
+
+impl BreakerConfig {
+    /// Reads and validates the `[breaker]` table over the defaults.
+    pub fn from_table(table: Option<&toml::Table>) -> Result<Self, ConfigError> {
+        let mut c = BreakerConfig::default();
+        let Some(t) = table else { return Ok(c) };
+        for (k, v) in t {
+            if let Some((_, _, hint)) = REMOVED.iter().find(|(s, camel, _)| k == s || k == camel) {
+                return Err(ConfigError::new(
+                    dotted(P, k),
+                    show(v),
+                    format!("was removed in 0.2.0 — {hint}"),
+                ));
+            }
+            if LATER.contains(&k.as_str()) {
+                return Err(ConfigError::new(
+                    dotted(P, k),
+                    show(v),
+                    "the shell-HTTP block and web_fetch_file are not part of this release (breaker spec D6)",
+                ));
+            }
+            match k.as_str() {
+                "enabled" => c.enabled = get_bool(P, k, v)?,
+                "window" => {
+                    let n = get_int(P, k, v)?;
+                    if !(4..=4096).contains(&n) {
+                        return Err(ConfigError::new(dotted(P, k), show(v), "must be an integer from 4 to 4096"));
+                    }
+                    c.window = n as usize;
+                }
+                "on_limit" => {
+                    c.on_limit = match v.as_str() {
+                        Some("ask") => OnLimit::Ask,
+                        Some("deny") => OnLimit::Deny,
+                        _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"ask\" or \"deny\"")),
+                    }
+                }
+                "local_hosts" => {
+                    c.local_hosts = match v.as_str() {
+                        Some("deny") => LocalHosts::Deny,
+                        Some("allow") => LocalHosts::Allow,
+                        Some("ask") => {
+                            return Err(ConfigError::new(
+                                dotted(P, k),
+                                show(v),
+                                "\"ask\" was removed in 0.4.0 — use on_limit = \"ask\", which now applies to every measure",
+                            ))
+                        }
+                        _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"deny\" or \"allow\"")),
+                    }
+                }
+                "include_local" => c.include_local = get_bool(P, k, v)?,
+                "warn_at" => c.warn_at = stage(k, v)?,
+                "summarize_at" => c.summarize_at = stage(k, v)?,
+                "fail_warn_at" => c.fail_warn_at = stage(k, v)?,
+                "fail_limit" => c.fail_limit = cap(&dotted(P, k), v)?,
+                "limits" => {
+                    let lt = sub_table(k, v)?;
+                    for (lk, lv) in lt {
+                        c.limits.insert(lk.clone(), cap(&format!("{P}.limits.\"{lk}\""), lv)?);
+                    }
+                }
+                "exclude" => {
+                    c.exclude = get_string_list(P, k, v)?;
+                    c.exclude_re = c.exclude.iter().map(|p| glob_re(p)).collect();
+                }
+                "include" => {
+                    c.include = get_string_list(P, k, v)?;
+                    c.include_re = c.include.iter().map(|p| glob_re(p)).collect();
+                }
+                "ignore_args" => {
+                    let it = sub_table(k, v)?;
+                    for (tool, list) in it {
+                        let list = get_string_list(&format!("{P}.ignore_args"), tool, list)?;
+                        c.ignore_args.insert(tool.clone(), list);
+                    }
+                }
+                "host_aliases" => {
+                    let ht = sub_table(k, v)?;
+                    for (from, to) in ht {
+                        let to = to.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
+                            ConfigError::new(format!("{P}.host_aliases.\"{from}\""), show(to), "must be a non-empty string (a host name)")
+                        })?;
+                        c.host_aliases.insert(from.to_lowercase(), to.to_lowercase());
+                    }
+                }
+                "preview_chars" => c.preview_chars = positive(k, v)?,
+                "result_preview_chars" => c.result_preview_chars = positive(k, v)?,
+                "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
+                _ => return Err(unknown_key(P, k, KEYS)),
+            }
+        }
+        Ok(c)
+    }
+
+    /// Whether the engine judges calls at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// What happens at a gate.
+    pub fn on_limit(&self) -> OnLimit {
+        self.on_limit
+    }
+
+    /// The number of committed records counted per session.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// The tool classes.
+    pub fn tools(&self) -> &ToolClasses {
+        &self.tools
+    }
+
+    /// The occurrence gate for a fingerprint: by full fingerprint, else by kind; `None`
+    /// means no gate (and no advisory, and no failure tracking) for that measure.
+    pub fn limit_for(&self, fp: &str) -> Option<u32> {
+        if let Some(v) = self.limits.get(fp) {
+            return *v;
+        }
+        let kind = fp.split(':').next().unwrap_or("");
+        self.limits.get(kind).copied().flatten()
+    }
+
+    /// Whether a tool's calls are tracked at all (section 4).
+    pub fn tracks(&self, tool: &str) -> bool {
+        !tool.is_empty()
+            && (self.include_re.is_empty() || self.include_re.iter().any(|r| r.is_match(tool)))
+            && !self.exclude_re.iter().any(|r| r.is_match(tool))
+    }
+
+    /// The decoy keys removed from a tool's arguments: the `*` list and the tool's own.
+    pub fn ignored_keys(&self, tool: &str) -> impl Fn(&str) -> bool + '_ {
+        let all = self.ignore_args.get("*");
+        let own = self.ignore_args.get(tool);
+        move |k: &str| {
+            all.is_some_and(|l| l.iter().any(|x| x == k))
+                || own.is_some_and(|l| l.iter().any(|x| x == k))
+        }
+    }
+}
+
+fn sub_table<'a>(k: &str, v: &'a toml::Value) -> Result<&'a toml::Table, ConfigError> {
+    v.as_table()
+        .ok_or_else(|| ConfigError::new(dotted(P, k), show(v), "must be a table"))
+}
+
+/// A stage: a positive integer turns it on; `0` or a negative number turns it off;
+/// `"off"` or `false` too. A non-integer is an error (D4 (6)).
+fn stage(k: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
+    match v {
+        toml::Value::Boolean(false) => Ok(None),
+        toml::Value::String(s) if s == "off" => Ok(None),
+        toml::Value::Integer(i) if *i <= 0 => Ok(None),
+        toml::Value::Integer(i) if *i <= u32::MAX as i64 => Ok(Some(*i as u32)),
+        toml::Value::Float(_) => Err(ConfigError::new(dotted(P, k), show(v), "must be an integer")),
+        _ => Err(ConfigError::new(
+            dotted(P, k),
+            show(v),
+            "must be a number (a positive integer turns the stage on; 0, a negative number or \"off\" turns it off)",
+        )),
+    }
+}
+
+/// A gate: an integer >= 2, or `"off"` / `false` for no gate.
+fn cap(key: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
+    match v {
+        toml::Value::Boolean(false) => Ok(None),
+        toml::Value::String(s) if s == "off" => Ok(None),
+        toml::Value::Integer(i) if (2..=u32::MAX as i64).contains(i) => Ok(Some(*i as u32)),
+        _ => Err(ConfigError::new(
+            key,
+            show(v),
+            "must be an integer >= 2, or \"off\" (no gate for this measure on either track)",
+        )),
+    }
+}
+
+fn positive(k: &str, v: &toml::Value) -> Result<usize, ConfigError> {
+    let n = get_int(P, k, v)?;
+    if n < 1 || n > 1_000_000 {
+        return Err(ConfigError::new(
+            dotted(P, k),
+            show(v),
+            "must be an integer from 1 to 1000000",
+        ));
+    }
+    Ok(n as usize)
+}
+
+fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
+    let mut c = ToolClasses::default();
+    let p = "breaker.tools";
+    for (k, v) in t {
+        match k.as_str() {
+            "shell" => c.shell = get_string_list(p, k, v)?,
+            "shell_command_args" => c.shell_command_args = get_string_list(p, k, v)?,
+            "url" => c.url = get_string_list(p, k, v)?,
+            "url_args" => c.url_args = get_string_list(p, k, v)?,
+            "url_pattern" => {
+                let s = v.as_str().ok_or_else(|| {
+                    ConfigError::new(
+                        dotted(p, k),
+                        show(v),
+                        "must be a string (a regular expression)",
+                    )
+                })?;
+                if s.is_empty() {
+                    c.url_re = None;
+                } else {
+                    c.url_re = Some(compile_url_re(s).map_err(|e| {
+                        ConfigError::new(
+                            dotted(p, k),
+                            show(v),
+                            format!("must be a valid regular expression ({e})"),
+                        )
+                    })?);
+                }
+                c.url_pattern = s.to_string();
+            }
+            _ => return Err(unknown_key(p, k, TOOL_KEYS)),
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<BreakerConfig, ConfigError> {
+        let t: toml::Table = text.parse().unwrap();
+        BreakerConfig::from_table(Some(&t))
+    }
+
+    #[test]
+    fn limits_merge_one_level_and_arrays_replace() {
+        let c =
+            load("limits = { host = 20, \"host:api.x.com\" = 4 }\nexclude = [\"Read\"]").unwrap();
+        assert_eq!(c.limit_for("host:b.com"), Some(20));
+        assert_eq!(c.limit_for("host:api.x.com"), Some(4));
+        assert_eq!(c.limit_for("exact:x:{}"), Some(12));
+        assert_eq!(c.limit_for("verb:ls"), None);
+        assert_eq!(c.limit_for("verb:curl"), None);
+        assert!(c.tracks("todo_write"));
+        assert!(!c.tracks("Read"));
+    }
+
+    #[test]
+    fn errors_name_key_value_and_rule() {
+        let e = load("window = 3").unwrap_err();
+        assert_eq!((e.key.as_str(), e.value.as_str()), ("breaker.window", "3"));
+        let e = load("windw = 16").unwrap_err();
+        assert!(e.rule.contains("did you mean `breaker.window`"), "{e}");
+        let e = load("deny_after = 3").unwrap_err();
+        assert!(e.rule.contains("was removed in 0.2.0"), "{e}");
+        let e = load("local_hosts = \"ask\"").unwrap_err();
+        assert!(e.rule.contains("on_limit"), "{e}");
+        let e = load("warn_at = 2.5").unwrap_err();
+        assert_eq!(e.rule, "must be an integer");
+        let e = load("limits = { net = 1 }").unwrap_err();
+        assert_eq!(e.key, "breaker.limits.\"net\"");
+        let e = load("tools = { url_pattern = \"(\" }").unwrap_err();
+        assert_eq!(e.key, "breaker.tools.url_pattern");
+    }
+
+    #[test]
+    fn stages_switch_off_silently() {
+        let c = load("warn_at = 0\nsummarize_at = -1\nfail_limit = \"off\"").unwrap();
+        assert_eq!(
+            (c.warn_at, c.summarize_at, c.fail_limit),
+            (None, None, None)
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! Every text the breaker shows (breaker spec section 13, decision D7). The literal
+//! anchors are kept byte for byte; no message echoes a stripped decoy value, invents a
+//! budget figure, or contains `<tool_call>` / `<function=`.
+
+use super::failure::Failure;
+use super::Hit;
+use std::fmt::Write;
+
+/// `text` unchanged when it fits `cap` characters, else its first `cap` characters and
+/// `… (+N more chars)`.
+///
+/// ```
+/// use loopbrake_core::breaker::messages::preview;
+/// assert_eq!(preview("abcdef", 4), "abcd… (+2 more chars)");
+/// assert_eq!(preview("abc", 4), "abc");
+/// ```
+pub fn preview(text: &str, cap: usize) -> String {
+    match text.char_indices().nth(cap) {
+        None => text.to_string(),
+        Some((cut, _)) => {
+            let more = text[cut..].chars().count();
+            format!("{}… (+{more} more chars)", &text[..cut])
+        }
+    }
+}
+
+/// `text` cut to `cap` characters with no marker (how the last result is stored).
+pub fn cut(text: &str, cap: usize) -> String {
+    match text.char_indices().nth(cap) {
+        None => text.to_string(),
+        Some((i, _)) => text[..i].to_string(),
+    }
+}
+
+/// Stage 1: a light advisory.
+pub fn stage1(fp: &str, n: u32) -> String {
+    format!(
+        "CONVERGENCE_CHECK: you are repeating yourself — {fp} has come up {n} times this turn.\n\
+         Before the next call, consider whether the current route is working, and whether a different approach would get you there faster."
+    )
+}
+
+/// Stage 2: the summary demand.
+pub fn stage2(fp: &str, n: u32) -> String {
+    format!(
+        "CONVERGENCE_CHECK: {fp} has now come up {n} times this turn without producing a result.\n\
+         Stop and summarise your progress before any further call:\n\
+         1. What is established, and how you know it.\n\
+         2. What you assumed but have not verified.\n\
+         3. What failed, and why.\n\
+         4. At least two approaches you have not tried yet, and which one comes next.\n\
+         Do not repeat the attempts listed under 3; find an alternative instead.\n\
+         If you are working through items in batches, use a larger per-batch amount rather than many small calls."
+    )
+}
+
+/// The failure-track advisory.
+pub fn failure_advisory(fp: &str, n: u32, failure: &Failure) -> String {
+    format!(
+        "CONVERGENCE_CHECK: {fp} has failed {n} times in a row — {failure}.\n\
+         1. Read the error output and say what it says.\n\
+         2. If it names a target (a file, a URL, a host, an endpoint, a command), check that the target exists.\n\
+         3. If it names a cause, fix the cause instead of re-running the same call."
+    )
+}
+
+fn failure_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
+    hits.iter().filter(|h| h.track == super::Track::Failure)
+}
+
+fn repeat_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
+    hits.iter().filter(|h| h.track == super::Track::Repeat)
+}
+
+/// The reason shown to the operator when a call is about to be gated.
+pub fn ask_reason(hits: &[Hit]) -> String {
+    let mut s = String::new();
+    if failure_hits(hits).next().is_some() {
+        s.push_str("repeat-tool-breaker: this call is about to be blocked because its target keeps FAILING:\n");
+        for h in failure_hits(hits) {
+            let _ = writeln!(s, "  - {} {} consecutive failures", h.fingerprint, h.count);
+        }
+    }
+    if repeat_hits(hits).next().is_some() {
+        s.push_str("repeat-tool-breaker: this call is about to be blocked as a repeat:\n");
+        for h in repeat_hits(hits) {
+            let _ = writeln!(s, "  - {} {}/{}", h.fingerprint, h.count, h.limit);
+        }
+    }
+    s.push_str(
+        "Approve to stop counting these measures for the REST OF THIS TURN (later identical calls are allowed). \
+         Decline to keep them blocked until your next message.",
+    );
+    s
+}
+
+/// The denial the model reads.
+pub fn denial(
+    tool: &str,
+    hits: &[Hit],
+    refused: bool,
+    last_result: Option<&str>,
+    result_cap: usize,
+) -> String {
+    let name = if tool.is_empty() { "tool call" } else { tool };
+    let mut s = String::new();
+    let has_failure = failure_hits(hits).next().is_some();
+    let has_repeat = repeat_hits(hits).next().is_some();
+    if has_failure {
+        let _ = writeln!(
+            s,
+            "REPEAT_TOOL_BLOCKED: {name} (consecutive failures). The call was stopped before executing."
+        );
+        s.push_str("Failing target(s):\n");
+        for h in failure_hits(hits) {
+            let why = h
+                .failure
+                .as_ref()
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "the call failed".into());
+            let _ = writeln!(
+                s,
+                "- {} — {} consecutive failures ({why})",
+                h.fingerprint, h.count
+            );
+        }
+        s.push_str(
+            "Rephrasing the same call will not fix it. Read the failure, check that the target exists, \
+             or fix the cause. A different call (reading an error log, a grep, another endpoint) is not blocked.\n",
+        );
+    }
+    if has_repeat {
+        if has_failure {
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "REPEAT_TOOL_BLOCKED: repeated {name} (semantic match). The call was stopped before executing."
+        );
+        s.push_str("Hits:\n");
+        for h in repeat_hits(hits) {
+            let _ = writeln!(s, "- {} {}/{}", h.fingerprint, h.count, h.limit);
+        }
+        s.push_str(
+            "Changing a description or a title, a timeout, --max-time, or the spelling of a host is not a new action.\n",
+        );
+    }
+    if refused {
+        s.push_str(
+            "\nAn exemption for these measures was requested and was NOT granted (the operator declined, \
+             or no approval channel was available), so they stay blocked until the next human message.\n",
+        );
+    }
+    match last_result.filter(|r| !r.is_empty()) {
+        Some(r) => {
+            let _ = write!(s, "\nPrevious tool result:\n{}\n", preview(r, result_cap));
+        }
+        None => {
+            s.push_str("\nThe previous tool result is already in the conversation history above.\n")
+        }
+    }
+    if has_repeat {
+        s.push_str(
+            "\nDo not repeat this call with different cosmetics. Use the result you already have, \
+             do something genuinely different, or answer with what you have.",
+        );
+    } else {
+        s.push_str("\nDo not retry the failing target as-is.");
+    }
+    s
+}

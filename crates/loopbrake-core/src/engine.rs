@@ -1,0 +1,376 @@
+//! Both engines together (streak spec S8): the one decision surface adapters call.
+//!
+//! Order of judgement: the streak brake sees every call first and counts it (refusals
+//! extend a streak, S2). A call it refuses is denied by the streak brake and never
+//! reaches the breaker; every other call is judged by the breaker. The strongest verdict
+//! wins (deny > ask > advise > allow), and the denial names the engine that refused.
+//!
+//! Asks are fail-closed: an ask still pending when any other event of its session
+//! arrives is settled as declined, and the settlement is reported with that event.
+
+use crate::breaker::{Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
+use crate::canonical::CanonicalError;
+use crate::config::Config;
+use crate::streak::{LoopBrakeError, StreakBrake, StreakState, StreakVerdict};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+
+/// How many call ids a session remembers between a call and its result.
+pub const MAX_CALLS: usize = 256;
+
+/// A tool call about to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The session key (S4 / D2).
+    pub session: &'a str,
+    /// The call id, unique within the session.
+    pub id: &'a str,
+    /// The tool name.
+    pub tool: &'a str,
+    /// The arguments (`{}` when the host sent none).
+    pub args: &'a Value,
+}
+
+/// The verdict kinds, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Run it.
+    Allow,
+    /// Run it and show the model the advisories.
+    Advise,
+    /// Ask the operator first.
+    Ask,
+    /// Do not run it.
+    Deny,
+}
+
+impl Verdict {
+    /// The protocol name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Advise => "advise",
+            Verdict::Ask => "ask",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// An ask settled without an answer (fail-closed: declined).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The asked call.
+    pub id: String,
+    /// Always [`Verdict::Deny`].
+    pub verdict: Verdict,
+}
+
+/// The decision on a call (or on an answered ask).
+#[must_use = "a denied call must not run"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The call id.
+    pub id: String,
+    /// What to do.
+    pub verdict: Verdict,
+    /// The engine that asked or denied (`streak` / `breaker`), or gave the advisory.
+    pub engine: Option<&'static str>,
+    /// `LOOP_BRAKE` or `REPEAT_TOOL_BLOCKED` on a denial.
+    pub code: Option<&'static str>,
+    /// The model's denial text, or the operator's ask reason.
+    pub message: Option<String>,
+    /// Fingerprints that reached a gate.
+    pub hits: Vec<Hit>,
+    /// Stage 1/2 advisories for the model.
+    pub advisories: Vec<String>,
+    /// The streak brake's refusal, with its fields, when it refused.
+    pub streak_refusal: Option<LoopBrakeError>,
+    /// Asks of this session settled as declined before this event.
+    pub settled: Vec<Settled>,
+}
+
+impl Decision {
+    fn allow(id: &str) -> Self {
+        Decision {
+            id: id.to_string(),
+            verdict: Verdict::Allow,
+            engine: None,
+            code: None,
+            message: None,
+            hits: Vec::new(),
+            advisories: Vec::new(),
+            streak_refusal: None,
+            settled: Vec::new(),
+        }
+    }
+
+    /// Whether the tool may run.
+    pub fn runs(&self) -> bool {
+        matches!(self.verdict, Verdict::Allow | Verdict::Advise)
+    }
+}
+
+/// What the engines say after a call ran.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PostDecision {
+    /// The call id.
+    pub id: String,
+    /// `Some("denied")` when the call was denied (or its ask declined): not counted.
+    pub ignored: Option<&'static str>,
+    /// A failure-track advisory, when one fired.
+    pub advisories: Vec<String>,
+    /// The classified failure.
+    pub failure: Option<Failure>,
+    /// Asks of this session settled as declined before this event.
+    pub settled: Vec<Settled>,
+}
+
+/// Errors of [`Engine::answer`] and [`Engine::post`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The call id is not known in this session.
+    #[error("unknown call id {0:?}")]
+    UnknownCall(String),
+    /// No ask is pending for this call.
+    #[error("no ask is pending for call id {0:?}")]
+    NotPending(String),
+    /// The arguments cannot be canonicalised.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CallStatus {
+    Ran,
+    Denied,
+    Asked,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CallRecord {
+    id: String,
+    status: CallStatus,
+}
+
+/// One session's state for both engines: a plain serialisable value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The streak brake's slot.
+    pub streak: StreakState,
+    /// The breaker's window, streaks, exemptions and refusals.
+    pub breaker: BreakerState,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    calls: VecDeque<CallRecord>,
+}
+
+impl SessionState {
+    fn record(&mut self, id: &str, status: CallStatus) {
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+            c.status = status;
+            return;
+        }
+        if self.calls.len() >= MAX_CALLS {
+            self.calls.pop_front();
+        }
+        self.calls.push_back(CallRecord {
+            id: id.to_string(),
+            status,
+        });
+    }
+
+    fn status(&self, id: &str) -> Option<CallStatus> {
+        self.calls.iter().find(|c| c.id == id).map(|c| c.status)
+    }
+
+    /// Number of calls remembered between call and result.
+    pub fn open_calls(&self) -> usize {
+        self.calls.len()
+    }
+}
+
+/// Both engines with their validated configuration. Immutable and cheap to share.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Engine {
+    streak: StreakBrake,
+    breaker: Breaker,
+}
+
+impl Engine {
+    /// The engines for a validated configuration.
+    pub fn new(config: Config) -> Self {
+        Engine {
+            streak: StreakBrake::new(config.streak),
+            breaker: Breaker::new(config.breaker),
+        }
+    }
+
+    /// The streak brake.
+    pub fn streak(&self) -> &StreakBrake {
+        &self.streak
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Settles every pending ask of the session as declined (fail-closed), except `keep`.
+    fn settle(&self, st: &mut SessionState, keep: Option<&str>) -> Vec<Settled> {
+        let mut out = Vec::new();
+        for id in st.breaker.pending_asks() {
+            if Some(id.as_str()) == keep {
+                continue;
+            }
+            let _ = self.breaker.answer(&mut st.breaker, &id, false);
+            st.record(&id, CallStatus::Denied);
+            out.push(Settled {
+                id,
+                verdict: Verdict::Deny,
+            });
+        }
+        out
+    }
+
+    /// Before a call runs.
+    ///
+    /// ```
+    /// use loopbrake_core::{Call, Config, Engine, SessionState, Verdict};
+    /// use serde_json::json;
+    /// let engine = Engine::new(Config::default());
+    /// let mut st = SessionState::default();
+    /// let args = json!({"q": "weather"});
+    /// let mut verdicts = Vec::new();
+    /// for id in ["1", "2", "3"] {
+    ///     let d = engine.pre(&mut st, &Call { session: "s1", id, tool: "search", args: &args })?;
+    ///     verdicts.push(d.verdict);
+    /// }
+    /// assert_eq!(verdicts, [Verdict::Allow, Verdict::Allow, Verdict::Deny]);
+    /// # Ok::<(), loopbrake_core::EngineError>(())
+    /// ```
+    pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
+        let settled = self.settle(st, None);
+        let mut d = Decision::allow(call.id);
+        d.settled = settled;
+        match self.streak.check(
+            &mut st.streak,
+            call.session,
+            Some(call.id),
+            call.tool,
+            call.args,
+        )? {
+            StreakVerdict::Refuse(err) => {
+                d.verdict = Verdict::Deny;
+                d.engine = Some(crate::streak::ENGINE);
+                d.code = Some(crate::streak::CODE);
+                d.message = Some(err.to_string());
+                d.streak_refusal = Some(err);
+                st.record(call.id, CallStatus::Denied);
+                return Ok(d);
+            }
+            StreakVerdict::Allow { .. } => {}
+        }
+        let v = self
+            .breaker
+            .pre(&mut st.breaker, call.id, call.tool, call.args)?;
+        let status = self.apply(&mut d, v);
+        st.record(call.id, status);
+        Ok(d)
+    }
+
+    fn apply(&self, d: &mut Decision, v: BreakerVerdict) -> CallStatus {
+        match v {
+            BreakerVerdict::Proceed { advisory: None } => CallStatus::Ran,
+            BreakerVerdict::Proceed { advisory: Some(a) } => {
+                d.verdict = Verdict::Advise;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.advisories.push(a);
+                CallStatus::Ran
+            }
+            BreakerVerdict::Ask { reason, hits } => {
+                d.verdict = Verdict::Ask;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.message = Some(reason);
+                d.hits = hits;
+                CallStatus::Asked
+            }
+            BreakerVerdict::Deny { text, hits } => {
+                d.verdict = Verdict::Deny;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.code = Some(crate::breaker::CODE);
+                d.message = Some(text);
+                d.hits = hits;
+                CallStatus::Denied
+            }
+        }
+    }
+
+    /// The operator's answer to an ask: the call's final decision.
+    pub fn answer(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        approved: bool,
+    ) -> Result<Decision, EngineError> {
+        let settled = self.settle(st, Some(call_id));
+        let v = self
+            .breaker
+            .answer(&mut st.breaker, call_id, approved)
+            .ok_or_else(|| EngineError::NotPending(call_id.to_string()))?;
+        let mut d = Decision::allow(call_id);
+        d.settled = settled;
+        let status = self.apply(&mut d, v);
+        st.record(call_id, status);
+        Ok(d)
+    }
+
+    /// After a call ran (or was cut short).
+    pub fn post(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        outcome: &Outcome,
+    ) -> Result<PostDecision, EngineError> {
+        let known = st.status(call_id).is_some();
+        let settled = self.settle(st, None);
+        if !known {
+            return Err(EngineError::UnknownCall(call_id.to_string()));
+        }
+        let mut p = PostDecision {
+            id: call_id.to_string(),
+            settled,
+            ..PostDecision::default()
+        };
+        if st.status(call_id) == Some(CallStatus::Denied) {
+            p.ignored = Some("denied");
+            // Let the breaker forget the call too.
+            let _ = self.breaker.post(&mut st.breaker, call_id, outcome);
+            return Ok(p);
+        }
+        let r = self.breaker.post(&mut st.breaker, call_id, outcome);
+        if r.ignored {
+            p.ignored = Some("denied");
+            return Ok(p);
+        }
+        p.failure = r.failure;
+        p.advisories.extend(r.advisory);
+        st.calls.retain(|c| c.id != call_id);
+        Ok(p)
+    }
+
+    /// A real human message: both engines start afresh for this session.
+    pub fn user_message(&self, st: &mut SessionState) -> Vec<Settled> {
+        let settled = self.settle(st, None);
+        self.streak.reset(&mut st.streak);
+        self.breaker.user_message(&mut st.breaker);
+        st.calls.clear();
+        settled
+    }
+
+    /// The session ends: settles its asks; the caller then forgets the state.
+    pub fn end(&self, st: &mut SessionState) -> Vec<Settled> {
+        self.settle(st, None)
+    }
+}

@@ -1,0 +1,26 @@
+//! The pure decision core of loopbrake: every decision, no I/O.
+//!
+//! This crate holds the two engines and nothing that touches the world: no files, no
+//! clock, no network, no async, no mutable global state. Session state is a plain
+//! serialisable value ([`SessionState`]) that callers keep wherever they like (memory,
+//! SQLite, Redis); the engines take it by `&mut` and decide.
+//!
+//! - [`canonical`]: canonical JSON and the call hash (byte-compatible with the original JS).
+//! - [`streak`]: the streak brake (consecutive identical calls).
+//! - [`breaker`]: semantic fingerprints, the window, stages, the failure track, the gate.
+//! - [`engine`]: both engines together, the surface adapters call.
+//! - [`config`]: the validated engine configuration.
+#![deny(missing_docs)]
+
+pub mod breaker;
+pub mod canonical;
+pub mod config;
+pub mod engine;
+pub mod streak;
+
+pub use breaker::{Failure, Hit, Outcome, Track};
+pub use config::{Config, ConfigError};
+pub use engine::{
+    Call, Decision, Engine, EngineError, PostDecision, SessionState, Settled, Verdict,
+};
+pub use streak::{LoopBrakeError, StreakBrake, StreakConfig, StreakState, StreakVerdict};

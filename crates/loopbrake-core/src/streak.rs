@@ -1,0 +1,313 @@
+//! The streak brake: the Nth consecutive identical call of a session is refused
+//! (streak spec, decisions S1–S8).
+//!
+//! One slot per session: the current call hash, its count, and the last
+//! [`SEEN_IDS`] call ids (so a call seen through two seams is counted once).
+//! The brake itself holds only its configuration; session state is a plain value the
+//! caller keeps (in memory, or in a store).
+
+use crate::canonical::{call_hash, hash_prefix, CanonicalError};
+use crate::config::{dotted, get_bool, show, unknown_key, ConfigError, EnvLookup};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::fmt;
+
+/// The refusal code carried by every streak refusal.
+pub const CODE: &str = "LOOP_BRAKE";
+/// The engine name carried by every streak refusal.
+pub const ENGINE: &str = "streak";
+/// How many call ids a session remembers for de-duplication (S5).
+pub const SEEN_IDS: usize = 64;
+/// Default `max_repeats`.
+pub const DEFAULT_MAX_REPEATS: u32 = 3;
+/// Environment variables read when `max_repeats` is missing from the file (S6), in order.
+pub const ENV_VARS: &[&str] = &["LOOPBRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_MAX_REPEATS"];
+
+const KEYS: &[&str] = &["enabled", "max_repeats"];
+
+/// Validated streak-brake configuration. It can only be built valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StreakConfig {
+    enabled: bool,
+    max_repeats: u32,
+}
+
+impl Default for StreakConfig {
+    fn default() -> Self {
+        StreakConfig {
+            enabled: true,
+            max_repeats: DEFAULT_MAX_REPEATS,
+        }
+    }
+}
+
+impl StreakConfig {
+    /// A configuration refusing the `max_repeats`-th consecutive identical call.
+    ///
+    /// ```
+    /// use loopbrake_core::streak::StreakConfig;
+    /// assert!(StreakConfig::new(0).is_err());
+    /// assert_eq!(StreakConfig::new(5).unwrap().max_repeats(), 5);
+    /// ```
+    pub fn new(max_repeats: i64) -> Result<Self, ConfigError> {
+        Ok(StreakConfig {
+            enabled: true,
+            max_repeats: validate_max_repeats(
+                "streak.max_repeats",
+                &max_repeats.to_string(),
+                Some(max_repeats),
+            )?,
+        })
+    }
+
+    /// The same configuration, switched on or off.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Whether the engine judges calls at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The streak length at which a call is refused.
+    pub fn max_repeats(&self) -> u32 {
+        self.max_repeats
+    }
+
+    /// Reads the `[streak]` table; `max_repeats` falls back to the environment (S6).
+    pub fn from_table(
+        table: Option<&toml::Table>,
+        env: EnvLookup<'_>,
+    ) -> Result<Self, ConfigError> {
+        let mut cfg = StreakConfig::default();
+        let mut have_max = false;
+        if let Some(t) = table {
+            for (k, v) in t {
+                match k.as_str() {
+                    "enabled" => cfg.enabled = get_bool("streak", k, v)?,
+                    "max_repeats" => {
+                        let n = match v {
+                            toml::Value::Integer(i) => Some(*i),
+                            _ => None,
+                        };
+                        cfg.max_repeats = validate_max_repeats(&dotted("streak", k), &show(v), n)?;
+                        have_max = true;
+                    }
+                    _ => return Err(unknown_key("streak", k, KEYS)),
+                }
+            }
+        }
+        if !have_max {
+            for var in ENV_VARS {
+                if let Some(raw) = env(var) {
+                    let trimmed = raw.trim();
+                    let parsed =
+                        if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+                            trimmed.parse::<i64>().ok()
+                        } else {
+                            None
+                        };
+                    cfg.max_repeats = validate_max_repeats(var, &format!("{raw:?}"), parsed)?;
+                    break;
+                }
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+fn validate_max_repeats(key: &str, shown: &str, n: Option<i64>) -> Result<u32, ConfigError> {
+    match n {
+        Some(n) if n >= 1 && n <= u32::MAX as i64 => Ok(n as u32),
+        _ => Err(ConfigError::new(key, shown, "must be a whole number >= 1")),
+    }
+}
+
+/// One remembered call id and how it was judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Seen {
+    id: String,
+    count: u32,
+    refused: bool,
+}
+
+/// A session's streak: one slot, whatever the session's length.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreakState {
+    /// Hex digest of the current streak's call (never the arguments).
+    hash: Option<String>,
+    /// Length of the current streak, counting refused attempts (S2).
+    count: u32,
+    /// The last [`SEEN_IDS`] call ids.
+    seen: VecDeque<Seen>,
+}
+
+impl StreakState {
+    /// The current streak length.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The current streak's hash prefix, if any call was seen.
+    pub fn current_prefix(&self) -> Option<&str> {
+        self.hash.as_deref().map(hash_prefix)
+    }
+}
+
+/// A refused call: everything needed to find it in logs, and never its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("loop brake: tool \"{tool}\" called {count} times in a row with identical arguments (call {hash_prefix}…, limit {max_repeats}); the call was denied before it ran. Change the arguments, call a different tool, or stop.")]
+pub struct LoopBrakeError {
+    /// Always [`CODE`].
+    pub code: String,
+    /// The tool that was called.
+    pub tool: String,
+    /// This call's position in the streak, counting it.
+    pub count: u32,
+    /// The configured limit.
+    pub max_repeats: u32,
+    /// The first 12 hex characters of the call hash.
+    pub hash_prefix: String,
+    /// The session whose streak tripped.
+    pub session: String,
+    /// Always [`ENGINE`].
+    pub engine: String,
+}
+
+/// The streak brake's verdict on one call.
+#[must_use = "a refused call must not run"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreakVerdict {
+    /// Run it; `count` is its position in the current streak (0 when the engine is off).
+    Allow {
+        /// Position in the streak, counting this call.
+        count: u32,
+    },
+    /// Do not run it.
+    Refuse(LoopBrakeError),
+}
+
+impl StreakVerdict {
+    /// `Ok(())` to run the call, or the refusal.
+    pub fn into_result(self) -> Result<(), LoopBrakeError> {
+        match self {
+            StreakVerdict::Allow { .. } => Ok(()),
+            StreakVerdict::Refuse(e) => Err(e),
+        }
+    }
+}
+
+/// The streak brake engine: pure decisions over a [`StreakState`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreakBrake {
+    config: StreakConfig,
+}
+
+impl fmt::Display for StreakBrake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "streak brake (max_repeats {})", self.config.max_repeats)
+    }
+}
+
+impl StreakBrake {
+    /// A brake with a validated configuration.
+    pub fn new(config: StreakConfig) -> Self {
+        StreakBrake { config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StreakConfig {
+        &self.config
+    }
+
+    /// Judges one call of `session` and records it in `state`.
+    ///
+    /// A call whose `id` was already counted in this session is judged again as it was
+    /// the first time, and not counted twice (S5).
+    ///
+    /// ```
+    /// use loopbrake_core::streak::{StreakBrake, StreakConfig, StreakState, StreakVerdict};
+    /// use serde_json::json;
+    /// let brake = StreakBrake::new(StreakConfig::default());
+    /// let mut s = StreakState::default();
+    /// let args = json!({"q": "weather"});
+    /// assert!(matches!(brake.check(&mut s, "s1", None, "search", &args)?, StreakVerdict::Allow { count: 1 }));
+    /// assert!(matches!(brake.check(&mut s, "s1", None, "search", &args)?, StreakVerdict::Allow { count: 2 }));
+    /// assert!(matches!(brake.check(&mut s, "s1", None, "search", &args)?, StreakVerdict::Refuse(_)));
+    /// # Ok::<(), loopbrake_core::canonical::CanonicalError>(())
+    /// ```
+    pub fn check(
+        &self,
+        state: &mut StreakState,
+        session: &str,
+        call_id: Option<&str>,
+        tool: &str,
+        args: &Value,
+    ) -> Result<StreakVerdict, CanonicalError> {
+        if !self.config.enabled {
+            return Ok(StreakVerdict::Allow { count: 0 });
+        }
+        let hash = call_hash(tool, args)?;
+        if let Some(id) = call_id {
+            if let Some(seen) = state.seen.iter().find(|s| s.id == id) {
+                return Ok(self.verdict(seen.refused, seen.count, tool, &hash, session));
+            }
+        }
+        if state.hash.as_deref() == Some(hash.as_str()) {
+            state.count = state.count.saturating_add(1);
+        } else {
+            state.hash = Some(hash.clone());
+            state.count = 1;
+        }
+        let refused = state.count >= self.config.max_repeats;
+        if let Some(id) = call_id {
+            if state.seen.len() >= SEEN_IDS {
+                state.seen.pop_front();
+            }
+            state.seen.push_back(Seen {
+                id: id.to_string(),
+                count: state.count,
+                refused,
+            });
+        }
+        Ok(self.verdict(refused, state.count, tool, &hash, session))
+    }
+
+    fn verdict(
+        &self,
+        refused: bool,
+        count: u32,
+        tool: &str,
+        hash: &str,
+        session: &str,
+    ) -> StreakVerdict {
+        if !refused {
+            return StreakVerdict::Allow { count };
+        }
+        StreakVerdict::Refuse(LoopBrakeError {
+            code: CODE.to_string(),
+            tool: tool.to_string(),
+            count,
+            max_repeats: self.config.max_repeats,
+            hash_prefix: hash_prefix(hash).to_string(),
+            session: session.to_string(),
+            engine: ENGINE.to_string(),
+        })
+    }
+
+    /// A real user message: the session's streak starts afresh (S7).
+    pub fn reset(&self, state: &mut StreakState) {
+        *state = StreakState::default();
+    }
+}
+
+/// The session key (S4): the adapter's explicit key, else the host's agent id, else `default`.
+pub fn session_key<'a>(explicit: Option<&'a str>, agent: Option<&'a str>) -> &'a str {
+    explicit
+        .filter(|s| !s.is_empty())
+        .or(agent.filter(|s| !s.is_empty()))
+        .unwrap_or("default")
+}
