@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 
 /// How many call ids a session remembers between a call and its result.
-pub const MAX_CALLS: usize = 256;
+pub const MAX_CALLS: usize = 64;
 
 /// A tool call about to run.
 #[derive(Debug, Clone, Copy)]

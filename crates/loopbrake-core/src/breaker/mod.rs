@@ -99,7 +99,7 @@ struct FpMeta {
     kind: Kind,
     limit: Option<u32>,
     /// Preview text, kept until the call is settled (it words the verdicts and the
-    /// failure advisory), dropped for denied calls.
+    /// failure advisory). Denied calls keep no fingerprints at all.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     preview: String,
 }
@@ -333,7 +333,7 @@ impl Breaker {
         }
         let refused = self.all_refused(st, &blocking);
         self.commit(st, blocking.iter().map(|h| h.id));
-        strip_previews(&mut fps);
+        fps.clear();
         st.push_inflight(Inflight {
             id: call_id.to_string(),
             tool: tool.to_string(),
@@ -377,7 +377,7 @@ impl Breaker {
             self.commit(st, blocking.iter().map(|h| h.id));
             let tool = call.tool.clone();
             call.status = Status::Denied;
-            strip_previews(&mut call.fps);
+            call.fps.clear();
             st.push_inflight(call);
             return Some(self.deny_verdict(st, &tool, blocking, refused));
         }
@@ -387,7 +387,7 @@ impl Breaker {
         self.commit(st, hit_ids.iter().copied());
         let tool = call.tool.clone();
         call.status = Status::Denied;
-        strip_previews(&mut call.fps);
+        call.fps.clear();
         st.push_inflight(call);
         let blocking: Vec<IdHit> = hit_ids
             .iter()
@@ -581,11 +581,5 @@ impl Breaker {
         while st.window.len() > self.cfg.window {
             st.window.pop_front();
         }
-    }
-}
-
-fn strip_previews(fps: &mut [FpMeta]) {
-    for f in fps {
-        f.preview.clear();
     }
 }

@@ -1,0 +1,226 @@
+//! Property tests for the laws of both engines, and bounded random-input ("fuzz-style")
+//! tests for the parsers: no input panics, every input gets a defined answer.
+
+use loopbrake_core::breaker::failure::{classify, classify_text};
+use loopbrake_core::breaker::shell::{extract_sink, first_verb, strip_volatile_flags, tokenize};
+use loopbrake_core::breaker::url::{extract_urls, norm_url};
+use loopbrake_core::breaker::{fingerprints, BreakerConfig};
+use loopbrake_core::canonical::{call_hash, canonical_json};
+use loopbrake_core::streak::{StreakBrake, StreakConfig, StreakState, StreakVerdict};
+use loopbrake_core::{Call, Config, Engine, Outcome, SessionState, Verdict};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|i| json!(i)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
+        ".{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((".{0,6}", inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<String, Value>>())),
+        ]
+    })
+}
+
+/// Serialises an object with its members in the given order (serde_json's own map would
+/// sort them, hiding the property under test).
+fn object_text(members: &[(String, Value)]) -> String {
+    let body: Vec<String> = members
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                serde_json::to_string(k).unwrap(),
+                serde_json::to_string(v).unwrap()
+            )
+        })
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn permuted_keys_hash_equally(members in prop::collection::btree_map(".{0,8}", arb_json(), 0..8), seed in any::<u64>()) {
+        let mut list: Vec<(String, Value)> = members.into_iter().collect();
+        let a: Value = serde_json::from_str(&object_text(&list)).unwrap();
+        // A deterministic shuffle.
+        let n = list.len();
+        let mut s = seed;
+        for i in (1..n).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            list.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let b: Value = serde_json::from_str(&object_text(&list)).unwrap();
+        prop_assert_eq!(call_hash("t", &a).unwrap(), call_hash("t", &b).unwrap());
+    }
+
+    #[test]
+    fn random_json_never_panics_the_hasher(v in arb_json()) {
+        let text = canonical_json(&v).unwrap();
+        // The canonical text is valid JSON meaning the same value (as doubles).
+        let back: Value = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(canonical_json(&back).unwrap(), text);
+    }
+
+    #[test]
+    fn a_different_call_resets_the_streak(n in 1usize..6, other in "[a-z]{1,5}") {
+        let brake = StreakBrake::new(StreakConfig::new(100).unwrap());
+        let mut st = StreakState::default();
+        for _ in 0..n {
+            let _ = brake.check(&mut st, "s", None, "t", &json!({"q": "same"})).unwrap();
+        }
+        prop_assert_eq!(st.count() as usize, n);
+        let v = brake.check(&mut st, "s", None, "t", &json!({"q": format!("x{other}")})).unwrap();
+        prop_assert_eq!(v, StreakVerdict::Allow { count: 1 });
+    }
+
+    #[test]
+    fn sessions_are_independent(calls in prop::collection::vec((0u8..3, 0u8..2), 1..40)) {
+        // Replaying each session alone gives the same verdicts as interleaving them.
+        let engine = Engine::new(Config::default());
+        let mut shared: BTreeMap<u8, SessionState> = BTreeMap::new();
+        let mut alone: BTreeMap<u8, (SessionState, Vec<Verdict>)> = BTreeMap::new();
+        let mut interleaved: BTreeMap<u8, Vec<Verdict>> = BTreeMap::new();
+        for (i, (sess, which)) in calls.iter().enumerate() {
+            let args = json!({"command": format!("curl https://a.com/{which}")});
+            let id = i.to_string();
+            let key = sess.to_string();
+            let call = Call { session: &key, id: &id, tool: "bash", args: &args };
+            let d = engine.pre(shared.entry(*sess).or_default(), &call).unwrap();
+            interleaved.entry(*sess).or_default().push(d.verdict);
+            let (st, v) = alone.entry(*sess).or_default();
+            v.push(engine.pre(st, &call).unwrap().verdict);
+        }
+        for (sess, (_, v)) in alone {
+            prop_assert_eq!(&v, &interleaved[&sess]);
+        }
+    }
+
+    #[test]
+    fn dedupe_by_id_never_double_counts(ids in prop::collection::vec(0u8..4, 1..30)) {
+        let brake = StreakBrake::new(StreakConfig::new(1000).unwrap());
+        let mut st = StreakState::default();
+        let mut distinct = std::collections::BTreeSet::new();
+        for id in ids {
+            distinct.insert(id);
+            let _ = brake.check(&mut st, "s", Some(&id.to_string()), "t", &json!({})).unwrap();
+            prop_assert_eq!(st.count() as usize, distinct.len());
+        }
+    }
+
+    #[test]
+    fn decoy_values_never_appear_in_fingerprints(decoy in "[A-Za-z0-9]{6,12}", cmd in prop::sample::select(vec![
+        "curl -s https://api.example.com/x -o out.json",
+        "ls -la",
+        "wget -O f.bin http://10.0.0.1/f",
+    ])) {
+        let cfg = BreakerConfig::default();
+        let decoy = format!("DECOY{decoy}");
+        for tool in ["bash", "Bash", "WebFetch", "Read"] {
+            let args = json!({"command": cmd, "url": "https://a.com/", "description": decoy, "timeoutMs": 777_123_456, "justification": decoy, "title": decoy});
+            for fp in fingerprints(&cfg, tool, &args).unwrap().fps {
+                prop_assert!(!fp.text.contains(&decoy), "{}", fp.text);
+                prop_assert!(!fp.text.contains("777123456"), "{}", fp.text);
+            }
+        }
+    }
+
+    #[test]
+    fn a_user_message_forgets_everything(events in prop::collection::vec((0u8..4, any::<bool>()), 0..60)) {
+        let engine = Engine::new(Config::default());
+        let mut st = SessionState::default();
+        for (i, (which, fail)) in events.iter().enumerate() {
+            let args = json!({"url": format!("https://a.com/{which}")});
+            let id = i.to_string();
+            let d = engine.pre(&mut st, &Call { session: "s", id: &id, tool: "web_fetch", args: &args }).unwrap();
+            let o = if *fail { Outcome { status_code: Some(500), ..Outcome::default() } } else { Outcome::success("ok") };
+            if d.runs() {
+                let _ = engine.post(&mut st, &id, &o).unwrap();
+            }
+        }
+        let _ = engine.user_message(&mut st);
+        prop_assert_eq!(st, SessionState::default());
+    }
+
+    #[test]
+    fn counts_are_monotone_within_the_window(n in 1u32..16) {
+        // The k-th repeat of one fetch is reported with count k (hits appear from 12).
+        let engine = Engine::new(Config::from_toml_str("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\nwarn_at = 0\nsummarize_at = 0\nlimits = { net = 2 }", &loopbrake_core::config::no_env).unwrap());
+        let mut st = SessionState::default();
+        let args = json!({"url": "https://a.com/x"});
+        let mut last = 0;
+        for i in 0..n {
+            let id = i.to_string();
+            let d = engine.pre(&mut st, &Call { session: "s", id: &id, tool: "web_fetch", args: &args }).unwrap();
+            for h in &d.hits {
+                prop_assert!(h.count >= last);
+                last = h.count;
+            }
+        }
+        prop_assert!(last <= 17);
+    }
+
+    #[test]
+    fn shell_parsers_never_panic(cmd in "[ -~\\t\\n\\x00é\\\\'\"|&;<>]{0,80}") {
+        let _ = tokenize(&cmd);
+        let _ = first_verb(&cmd);
+        let _ = strip_volatile_flags(&cmd);
+        let _ = extract_sink(&cmd);
+        let _ = classify_text(&cmd);
+        let _ = classify(&Outcome::success(cmd.clone()), true);
+        let _ = fingerprints(&BreakerConfig::default(), "bash", &json!({"command": cmd})).unwrap();
+    }
+
+    #[test]
+    fn url_parsers_never_panic(rest in "[ -~\\[\\]%:@é]{0,60}") {
+        let aliases = BTreeMap::new();
+        for raw in [format!("https://{rest}"), format!("http://[{rest}"), rest.clone(), format!("curl http://{rest} -o x")] {
+            for u in extract_urls(&raw) {
+                let _ = norm_url(&u, &aliases);
+            }
+            let _ = norm_url(&raw, &aliases);
+            let _ = fingerprints(&BreakerConfig::default(), "web_fetch", &json!({"url": raw})).unwrap();
+        }
+    }
+}
+
+#[test]
+fn megabyte_commands_and_odd_hosts_get_defined_fingerprints() {
+    let cfg = BreakerConfig::default();
+    let huge = format!("curl https://a.com/{} -o out", "x".repeat(2 << 20));
+    let set = fingerprints(&cfg, "bash", &json!({"command": huge})).unwrap();
+    assert!(set.fps.iter().any(|f| f.text == "sink:out"));
+    let unbalanced = fingerprints(
+        &cfg,
+        "bash",
+        &json!({"command": "curl 'https://a.com/x -o \"y"}),
+    )
+    .unwrap();
+    assert!(!unbalanced.fps.is_empty());
+    for (raw, host) in [
+        ("http://0x7f000001/", Some("127.0.0.1")),
+        ("http://2130706433/", Some("127.0.0.1")),
+        ("http://[0:0:0:0:0:0:0:1]:80/", Some("::1")),
+        ("http://a.com%2F@b.com/", Some("b.com")),
+        ("http://[::1/", None),
+        ("http://exa mple.com/", None),
+        ("http://\u{0}/", None),
+    ] {
+        assert_eq!(
+            norm_url(raw, &BTreeMap::new()).map(|u| u.host).as_deref(),
+            host,
+            "{raw}"
+        );
+    }
+}
