@@ -44,39 +44,27 @@ impl Sink for Vec<u8> {
     }
 }
 
-/// SHA-256 behind an 8 KiB buffer: many tiny `update` calls are slower than a few big ones.
+/// SHA-256 as a sink (it buffers whole 64-byte blocks itself).
 struct HashSink {
     hasher: Sha256,
-    buf: Vec<u8>,
 }
 
 impl HashSink {
-    const CAP: usize = 8 * 1024;
-
     fn new() -> Self {
         HashSink {
             hasher: Sha256::new(),
-            buf: Vec::with_capacity(Self::CAP),
         }
     }
 
-    fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf);
+    fn finish(self) -> [u8; 32] {
         self.hasher.finalize().into()
     }
 }
 
 impl Sink for HashSink {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > Self::CAP {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
-            if bytes.len() >= Self::CAP {
-                self.hasher.update(bytes);
-                return;
-            }
-        }
-        self.buf.extend_from_slice(bytes);
+        self.hasher.update(bytes);
     }
 }
 
@@ -153,7 +141,22 @@ pub fn canonical_args_without(
 
 /// Orders two keys as JavaScript's default sort does: by UTF-16 code units.
 pub fn utf16_cmp(a: &str, b: &str) -> Ordering {
-    a.encode_utf16().cmp(b.encode_utf16())
+    // Byte order is code point order, which is UTF-16 order except between an astral
+    // character and one in U+E000..=U+FFFF. So compare bytes, and only look closer when
+    // the first difference is inside a non-ASCII character.
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    match ab.iter().zip(bb).position(|(x, y)| x != y) {
+        None => ab.len().cmp(&bb.len()),
+        Some(i) if ab[i] < 0x80 && bb[i] < 0x80 => ab[i].cmp(&bb[i]),
+        Some(_) => a.chars().map(utf16_units).cmp(b.chars().map(utf16_units)),
+    }
+}
+
+/// A character's UTF-16 code units, as a pair comparable in code-unit order.
+fn utf16_units(c: char) -> (u16, u16) {
+    let mut buf = [0u16; 2];
+    let units = c.encode_utf16(&mut buf);
+    (units[0], units.get(1).copied().unwrap_or(0))
 }
 
 fn write_value<S: Sink>(out: &mut S, value: &Value, depth: usize) -> Result<(), CanonicalError> {
@@ -225,47 +228,50 @@ fn write_number<S: Sink>(out: &mut S, n: &serde_json::Number) {
     out.put(buf.format(f).as_bytes());
 }
 
+/// Bytes `JSON.stringify` escapes: `"`, `\\` and the C0 controls.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// `JSON.stringify` string escaping: `"` `\\` and the C0 controls; short forms for
 /// `\b \f \n \r \t`, `\u00xx` (lowercase hex) for the rest; everything else verbatim.
 fn write_string<S: Sink>(out: &mut S, s: &str) {
     out.put(b"\"");
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: Option<&[u8]> = match b {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            0x08 => Some(b"\\b"),
-            0x0c => Some(b"\\f"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0x00..=0x1f => None,
-            _ => continue,
-        };
-        if start < i {
-            out.put(&bytes[start..i]);
-        }
-        match esc {
-            Some(e) => out.put(e),
-            None => {
+    let mut rest = s.as_bytes();
+    while let Some(i) = rest.iter().position(|&b| NEEDS_ESCAPE[b as usize]) {
+        out.put(&rest[..i]);
+        let b = rest[i];
+        match b {
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            _ => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                let u = [
+                out.put(&[
                     b'\\',
                     b'u',
                     b'0',
                     b'0',
                     HEX[(b >> 4) as usize],
                     HEX[(b & 0xf) as usize],
-                ];
-                out.put(&u);
+                ]);
             }
         }
-        start = i + 1;
+        rest = &rest[i + 1..];
     }
-    if start < bytes.len() {
-        out.put(&bytes[start..]);
-    }
+    out.put(rest);
     out.put(b"\"");
 }
 

@@ -105,6 +105,22 @@ impl Config {
     }
 }
 
+/// Parses TOML text; a syntax error names its line and column.
+pub fn parse_toml(text: &str) -> Result<toml::Table, ConfigError> {
+    text.parse::<toml::Table>().map_err(|e| {
+        let at = e
+            .span()
+            .map(|sp| {
+                let before = &text[..sp.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                format!("line {line}, column {col}")
+            })
+            .unwrap_or_else(|| "(unknown position)".to_string());
+        ConfigError::new("(toml syntax)", at, e.message().to_string())
+    })
+}
+
 pub(crate) fn as_table<'a>(
     key: &str,
     v: Option<&'a toml::Value>,
@@ -202,4 +218,87 @@ pub(crate) fn get_string_list(
             })
         })
         .collect()
+}
+
+impl Config {
+    /// The effective configuration as a complete `loopbrake.toml` (what
+    /// `loopbrake config check` prints). Parsing it back gives the same configuration.
+    pub fn to_toml(&self) -> String {
+        format!(
+            "[streak]\nenabled = {}\nmax_repeats = {}\n\n{}",
+            self.streak.enabled(),
+            self.streak.max_repeats(),
+            self.breaker.to_toml()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_configuration_round_trips() {
+        let custom = Config::from_toml_str(
+            "[streak]\nmax_repeats = 4\n[breaker]\nwarn_at = 0\nlimits = { \"host:a.b\" = 3, site = 30 }\nhost_aliases = { \"x.y\" = \"z.y\" }",
+            &no_env,
+        )
+        .unwrap();
+        for cfg in [Config::default(), custom] {
+            let text = cfg.to_toml();
+            assert_eq!(
+                Config::from_toml_str(&text, &no_env).unwrap(),
+                cfg,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn environment_fallback_only_when_the_key_is_missing() {
+        let env = |k: &str| (k == "LOOPBRAKE_MAX_REPEATS").then(|| "7".to_string());
+        assert_eq!(
+            Config::from_toml_str("", &env)
+                .unwrap()
+                .streak
+                .max_repeats(),
+            7
+        );
+        assert_eq!(
+            Config::from_toml_str("[streak]\nmax_repeats = 4", &env)
+                .unwrap()
+                .streak
+                .max_repeats(),
+            4
+        );
+        let legacy = |k: &str| (k == "DSH_LOOP_BRAKE_MAX_REPEATS").then(|| "5".to_string());
+        assert_eq!(
+            Config::from_toml_str("", &legacy)
+                .unwrap()
+                .streak
+                .max_repeats(),
+            5
+        );
+        for bad in ["3.5", "0", "many", "-2", ""] {
+            let env = |k: &str| (k == "LOOPBRAKE_MAX_REPEATS").then(|| bad.to_string());
+            let e = Config::from_toml_str("", &env).unwrap_err();
+            assert_eq!(e.key, "LOOPBRAKE_MAX_REPEATS", "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_mistyped_keys_are_errors() {
+        let e = Config::from_toml_str("[streak]\nmax_repeat = 3", &no_env).unwrap_err();
+        assert_eq!(e.key, "streak.max_repeat");
+        assert!(e.rule.contains("did you mean `streak.max_repeats`"), "{e}");
+        let e = Config::from_toml_str("[streak]\nmax_repeats = \"3\"", &no_env).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.value.as_str()),
+            ("streak.max_repeats", "\"3\"")
+        );
+        let e = Config::from_toml_str("[strek]\n", &no_env).unwrap_err();
+        assert!(e.rule.contains("`streak`"), "{e}");
+        assert!(Config::from_toml_str("streak = 3", &no_env).is_err());
+        assert!(Config::from_toml_str("[streak\n", &no_env).is_err());
+    }
 }

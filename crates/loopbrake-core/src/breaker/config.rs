@@ -486,7 +486,7 @@ fn cap(key: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
 
 fn positive(k: &str, v: &toml::Value) -> Result<usize, ConfigError> {
     let n = get_int(P, k, v)?;
-    if n < 1 || n > 1_000_000 {
+    if !(1..=1_000_000).contains(&n) {
         return Err(ConfigError::new(
             dotted(P, k),
             show(v),
@@ -530,6 +530,85 @@ fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
         }
     }
     Ok(c)
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn toml_list(v: &[String]) -> String {
+    format!(
+        "[{}]",
+        v.iter().map(|s| toml_str(s)).collect::<Vec<_>>().join(", ")
+    )
+}
+
+fn toml_key(k: &str) -> String {
+    if !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        k.to_string()
+    } else {
+        toml_str(k)
+    }
+}
+
+fn toml_opt(v: Option<u32>) -> String {
+    v.map(|n| n.to_string())
+        .unwrap_or_else(|| "\"off\"".to_string())
+}
+
+impl BreakerConfig {
+    /// The `[breaker]` tables as TOML, every key written out.
+    pub fn to_toml(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from("[breaker]\n");
+        let _ = writeln!(s, "enabled = {}", self.enabled);
+        let _ = writeln!(s, "window = {}", self.window);
+        let on_limit = match self.on_limit {
+            OnLimit::Ask => "ask",
+            OnLimit::Deny => "deny",
+        };
+        let _ = writeln!(s, "on_limit = \"{on_limit}\"");
+        let local = match self.local_hosts {
+            LocalHosts::Deny => "deny",
+            LocalHosts::Allow => "allow",
+        };
+        let _ = writeln!(s, "local_hosts = \"{local}\"");
+        let _ = writeln!(s, "include_local = {}", self.include_local);
+        let _ = writeln!(s, "warn_at = {}", toml_opt(self.warn_at));
+        let _ = writeln!(s, "summarize_at = {}", toml_opt(self.summarize_at));
+        let _ = writeln!(s, "fail_warn_at = {}", toml_opt(self.fail_warn_at));
+        let _ = writeln!(s, "fail_limit = {}", toml_opt(self.fail_limit));
+        let _ = writeln!(s, "exclude = {}", toml_list(&self.exclude));
+        let _ = writeln!(s, "include = {}", toml_list(&self.include));
+        let _ = writeln!(s, "preview_chars = {}", self.preview_chars);
+        let _ = writeln!(s, "result_preview_chars = {}", self.result_preview_chars);
+        s.push_str("\n[breaker.limits]\n");
+        for (k, v) in &self.limits {
+            let _ = writeln!(s, "{} = {}", toml_key(k), toml_opt(*v));
+        }
+        s.push_str("\n[breaker.ignore_args]\n");
+        for (k, v) in &self.ignore_args {
+            let _ = writeln!(s, "{} = {}", toml_key(k), toml_list(v));
+        }
+        s.push_str("\n[breaker.host_aliases]\n");
+        for (k, v) in &self.host_aliases {
+            let _ = writeln!(s, "{} = {}", toml_key(k), toml_str(v));
+        }
+        s.push_str("\n[breaker.tools]\n");
+        let _ = writeln!(s, "shell = {}", toml_list(&self.tools.shell));
+        let _ = writeln!(
+            s,
+            "shell_command_args = {}",
+            toml_list(&self.tools.shell_command_args)
+        );
+        let _ = writeln!(s, "url = {}", toml_list(&self.tools.url));
+        let _ = writeln!(s, "url_pattern = {}", toml_str(&self.tools.url_pattern));
+        let _ = writeln!(s, "url_args = {}", toml_list(&self.tools.url_args));
+        s
+    }
 }
 
 #[cfg(test)]

@@ -201,7 +201,7 @@ pub fn classify_text(text: &str) -> Option<Failure> {
     }
     if let Some(c) = EXIT
         .captures_iter(text)
-        .find(|c| c[1].parse::<i64>().map_or(true, |n| n != 0))
+        .find(|c| !matches!(c[1].parse::<i64>(), Ok(0)))
     {
         return Some(Failure::new(Reason::Exit, Some(c[1].to_string())));
     }

@@ -1,0 +1,434 @@
+//! The library API for hosts that own their call sites: a [`Brake`] holding both engines
+//! and in-memory sessions, [`Brake::guard`] / [`Brake::guard_async`] that run a tool body
+//! only when allowed, [`Brake::wrap`] for one execute function, and [`decorate`] for a
+//! whole [`Tool`] definition.
+
+use loopbrake_core::config::{no_env, Config, ConfigError};
+use loopbrake_core::{
+    Call, Decision, Engine, EngineError, Hit, LoopBrakeError, Outcome, PostDecision, SessionState,
+    Verdict,
+};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Answers an operator question (`ask` verdicts): `true` approves. The reason is the text
+/// to show the operator.
+pub type Approver = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Both engines, with session state kept in memory, safe to share between threads.
+pub struct Brake {
+    engine: Engine,
+    sessions: Mutex<HashMap<String, SessionState>>,
+    next_id: AtomicU64,
+    approver: Option<Approver>,
+}
+
+impl fmt::Debug for Brake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Brake")
+            .field("engine", &self.engine)
+            .field("sessions", &self.lock().len())
+            .field("approver", &self.approver.is_some())
+            .finish()
+    }
+}
+
+impl Default for Brake {
+    fn default() -> Self {
+        Brake::new(Config::default())
+    }
+}
+
+/// A call the brake refused: the text the model must read, and the details for logs.
+/// It never carries the call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `streak` or `breaker`.
+    pub engine: &'static str,
+    /// `LOOP_BRAKE` or `REPEAT_TOOL_BLOCKED`.
+    pub code: &'static str,
+    /// The text for the model.
+    pub message: String,
+    /// Fingerprints that reached a gate (breaker).
+    pub hits: Vec<Hit>,
+    /// The streak brake's fields (code, tool, count, limit, hash prefix, session, engine).
+    pub streak: Option<LoopBrakeError>,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Why a guarded call did not return its value.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError<E> {
+    /// Refused before it ran: the body never executed.
+    #[error("{0}")]
+    Refused(Box<Refusal>),
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Tool(E),
+    /// The arguments could not be judged (nested too deeply).
+    #[error("{0}")]
+    Invalid(EngineError),
+}
+
+impl<E> GuardError<E> {
+    /// The refusal, if the call was refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            GuardError::Refused(r) => Some(r.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// A tool's value and the advisories to show the model alongside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Guarded<T> {
+    /// What the tool returned.
+    pub value: T,
+    /// Advisories (repeat stages, failure track) for the model.
+    pub advisories: Vec<String>,
+}
+
+impl Brake {
+    /// A brake with a validated configuration.
+    pub fn new(config: Config) -> Self {
+        Brake {
+            engine: Engine::new(config),
+            sessions: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            approver: None,
+        }
+    }
+
+    /// A brake from `loopbrake.toml` text (no environment fallback).
+    ///
+    /// ```
+    /// let brake = loopbrake::Brake::from_toml("[streak]\nmax_repeats = 2\n").unwrap();
+    /// assert!(loopbrake::Brake::from_toml("[streak]\nmax_repeats = 0\n").is_err());
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        Ok(Brake::new(crate::settings::parse(text, &no_env)?))
+    }
+
+    /// Sets who answers `ask` verdicts. Without one, asks fail closed (denied).
+    pub fn with_approver(
+        mut self,
+        approver: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.approver = Some(Box::new(approver));
+        self
+    }
+
+    /// The engines.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionState>> {
+        // A panic elsewhere while holding the lock leaves whole states behind (every
+        // update is applied to a value in place), so the map is still usable.
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fresh call id, unique within this brake.
+    pub fn next_call_id(&self) -> String {
+        format!("lb-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Judges a call before it runs; the caller must not run it unless
+    /// [`Decision::runs`] (or until an `ask` is answered with [`Brake::answer`]).
+    pub fn check(&self, call: &Call<'_>) -> Result<Decision, EngineError> {
+        let mut sessions = self.lock();
+        let st = sessions.entry(call.session.to_string()).or_default();
+        self.engine.pre(st, call)
+    }
+
+    /// The operator's answer to an `ask`.
+    pub fn answer(
+        &self,
+        session: &str,
+        call_id: &str,
+        approved: bool,
+    ) -> Result<Decision, EngineError> {
+        let mut sessions = self.lock();
+        let st = sessions.entry(session.to_string()).or_default();
+        self.engine.answer(st, call_id, approved)
+    }
+
+    /// Records what a call did.
+    pub fn record(
+        &self,
+        session: &str,
+        call_id: &str,
+        outcome: &Outcome,
+    ) -> Result<PostDecision, EngineError> {
+        let mut sessions = self.lock();
+        let st = sessions.entry(session.to_string()).or_default();
+        self.engine.post(st, call_id, outcome)
+    }
+
+    /// A real human message arrived: the session starts afresh.
+    pub fn user_message(&self, session: &str) {
+        if let Some(st) = self.lock().get_mut(session) {
+            let _ = self.engine.user_message(st);
+        }
+    }
+
+    /// Forgets a session.
+    pub fn end(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    /// Forgets every session (what disposing or reloading the original did).
+    pub fn reset_all(&self) {
+        self.lock().clear();
+    }
+
+    /// Number of sessions held.
+    pub fn sessions(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Judges a call and resolves an `ask` through the approver (fail-closed without one).
+    fn admit(
+        &self,
+        session: &str,
+        id: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Vec<String>, Box<Refusal>> {
+        let call = Call {
+            session,
+            id,
+            tool,
+            args,
+        };
+        let mut d = self.check(&call).map_err(|e| {
+            Box::new(Refusal {
+                engine: "loopbrake",
+                code: "INVALID_ARGUMENTS",
+                message: e.to_string(),
+                hits: Vec::new(),
+                streak: None,
+            })
+        })?;
+        if d.verdict == Verdict::Ask {
+            let approved = self
+                .approver
+                .as_ref()
+                .is_some_and(|a| a(d.message.as_deref().unwrap_or_default()));
+            d = self.answer(session, id, approved).map_err(|e| {
+                Box::new(Refusal {
+                    engine: "breaker",
+                    code: "REPEAT_TOOL_BLOCKED",
+                    message: e.to_string(),
+                    hits: Vec::new(),
+                    streak: None,
+                })
+            })?;
+        }
+        if d.runs() {
+            return Ok(d.advisories);
+        }
+        Err(Box::new(Refusal {
+            engine: d.engine.unwrap_or("breaker"),
+            code: d.code.unwrap_or("REPEAT_TOOL_BLOCKED"),
+            message: d.message.unwrap_or_default(),
+            hits: d.hits,
+            streak: d.streak_refusal,
+        }))
+    }
+
+    fn finish<T, E: fmt::Display>(
+        &self,
+        session: &str,
+        id: &str,
+        mut advisories: Vec<String>,
+        result: Result<T, E>,
+    ) -> Result<Guarded<T>, GuardError<E>> {
+        let outcome = match &result {
+            Ok(_) => Outcome::default(),
+            Err(e) => Outcome {
+                is_error: Some(true),
+                text: Some(e.to_string()),
+                ..Outcome::default()
+            },
+        };
+        if let Ok(p) = self.record(session, id, &outcome) {
+            advisories.extend(p.advisories);
+        }
+        match result {
+            Ok(value) => Ok(Guarded { value, advisories }),
+            Err(e) => Err(GuardError::Tool(e)),
+        }
+    }
+
+    /// Runs `body` only if the call is allowed, then records its outcome (an `Err` is a
+    /// failure). A refused call returns [`GuardError::Refused`] and `body` never runs.
+    ///
+    /// ```
+    /// use loopbrake::{Brake, GuardError};
+    /// use serde_json::json;
+    /// let brake = Brake::default();
+    /// let args = json!({"q": "weather"});
+    /// let mut runs = 0;
+    /// for _ in 0..3 {
+    ///     let r = brake.guard("s1", "search", &args, || { runs += 1; Ok::<_, std::io::Error>("sunny") });
+    ///     if let Err(GuardError::Refused(refusal)) = r {
+    ///         assert_eq!(refusal.code, "LOOP_BRAKE");
+    ///     }
+    /// }
+    /// assert_eq!(runs, 2, "the third identical call never ran");
+    /// ```
+    pub fn guard<T, E: fmt::Display>(
+        &self,
+        session: &str,
+        tool: &str,
+        args: &Value,
+        body: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Guarded<T>, GuardError<E>> {
+        let id = self.next_call_id();
+        let advisories = self
+            .admit(session, &id, tool, args)
+            .map_err(GuardError::Refused)?;
+        self.finish(session, &id, advisories, body())
+    }
+
+    /// [`Brake::guard`] for async bodies: `body` is only called (and its future only
+    /// created and awaited) when the call is allowed. Runtime-agnostic.
+    ///
+    /// ```
+    /// # futures_executor::block_on(async {
+    /// let brake = loopbrake::Brake::default();
+    /// let args = serde_json::json!({"url": "https://example.com/"});
+    /// let out = brake.guard_async("s1", "web_fetch", &args, || async { Ok::<_, String>(200) }).await;
+    /// assert_eq!(out.unwrap().value, 200);
+    /// # });
+    /// ```
+    pub async fn guard_async<T, E, F, Fut>(
+        &self,
+        session: &str,
+        tool: &str,
+        args: &Value,
+        body: F,
+    ) -> Result<Guarded<T>, GuardError<E>>
+    where
+        E: fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let id = self.next_call_id();
+        let advisories = self
+            .admit(session, &id, tool, args)
+            .map_err(GuardError::Refused)?;
+        let result = body().await;
+        self.finish(session, &id, advisories, result)
+    }
+
+    /// Wraps one execute function (the original's `wrapExecute`): the returned closure
+    /// guards every call it makes for `tool` in `session`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let brake = Arc::new(loopbrake::Brake::default());
+    /// let search = loopbrake::Brake::wrap(brake, "search", "s1", |args: &serde_json::Value| {
+    ///     Ok::<_, String>(format!("results for {}", args["q"]))
+    /// });
+    /// let args = serde_json::json!({"q": "weather"});
+    /// assert!(search(&args).is_ok());
+    /// assert!(search(&args).is_ok());
+    /// assert!(search(&args).is_err());
+    /// ```
+    pub fn wrap<T, E: fmt::Display>(
+        brake: Arc<Brake>,
+        tool: impl Into<String>,
+        session: impl Into<String>,
+        execute: impl Fn(&Value) -> Result<T, E>,
+    ) -> impl Fn(&Value) -> Result<Guarded<T>, GuardError<E>> {
+        let tool = tool.into();
+        let session = session.into();
+        move |args: &Value| brake.guard(&session, &tool, args, || execute(args))
+    }
+}
+
+/// A tool definition: a name and an execute function.
+pub trait Tool {
+    /// What it returns.
+    type Output;
+    /// How it fails.
+    type Error: fmt::Display;
+    /// The tool's name, as the model calls it.
+    fn name(&self) -> &str;
+    /// Runs the tool.
+    fn execute(&self, session: &str, args: &Value) -> Result<Self::Output, Self::Error>;
+}
+
+/// A guarded copy of a tool (see [`decorate`]).
+#[derive(Debug, Clone)]
+pub struct Braked<T> {
+    tool: T,
+    brake: Arc<Brake>,
+}
+
+impl<T> Braked<T> {
+    /// The undecorated tool.
+    pub fn inner(&self) -> &T {
+        &self.tool
+    }
+}
+
+impl<T: Tool> Tool for Braked<T> {
+    type Output = Guarded<T::Output>;
+    type Error = GuardError<T::Error>;
+
+    fn name(&self) -> &str {
+        self.tool.name()
+    }
+
+    fn execute(&self, session: &str, args: &Value) -> Result<Self::Output, Self::Error> {
+        self.brake.guard(session, self.tool.name(), args, || {
+            self.tool.execute(session, args)
+        })
+    }
+}
+
+/// Returns a guarded copy of a tool definition; the original is left unchanged.
+///
+/// ```
+/// use loopbrake::{decorate, Brake, Tool};
+/// use std::sync::Arc;
+/// #[derive(Clone)]
+/// struct Search;
+/// impl Tool for Search {
+///     type Output = String;
+///     type Error = String;
+///     fn name(&self) -> &str { "search" }
+///     fn execute(&self, _session: &str, args: &serde_json::Value) -> Result<String, String> {
+///         Ok(format!("results for {}", args["q"]))
+///     }
+/// }
+/// let braked = decorate(&Search, Arc::new(Brake::default()));
+/// let args = serde_json::json!({"q": "weather"});
+/// assert!(braked.execute("s1", &args).is_ok());
+/// assert!(braked.execute("s1", &args).is_ok());
+/// assert!(braked.execute("s1", &args).is_err());
+/// assert!(Search.execute("s1", &args).is_ok(), "the original is unchanged");
+/// ```
+pub fn decorate<T: Tool + Clone>(tool: &T, brake: Arc<Brake>) -> Braked<T> {
+    Braked {
+        tool: tool.clone(),
+        brake,
+    }
+}

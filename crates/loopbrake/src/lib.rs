@@ -1,0 +1,33 @@
+//! loopbrake: a circuit breaker for AI agents' tool calls.
+//!
+//! This crate is the library front door and the home of the `loopbrake` command. The
+//! decisions themselves live in [`loopbrake_core`] (re-exported here); this crate adds
+//! what touches the process: finding and loading `loopbrake.toml` ([`settings`]) and an
+//! in-memory [`Brake`] with guards for tool bodies ([`Brake::guard`],
+//! [`Brake::guard_async`], [`Brake::wrap`], [`decorate`]).
+//!
+//! ```
+//! use loopbrake::{Brake, GuardError};
+//! use serde_json::json;
+//!
+//! let brake = Brake::default();
+//! let args = json!({"q": "weather"});
+//! let run = || Ok::<_, String>("sunny");
+//! assert!(brake.guard("session-1", "search", &args, run).is_ok());
+//! assert!(brake.guard("session-1", "search", &args, run).is_ok());
+//! match brake.guard("session-1", "search", &args, run) {
+//!     Err(GuardError::Refused(r)) => assert!(r.message.starts_with("loop brake: tool \"search\" called 3 times")),
+//!     other => panic!("expected a refusal, got {other:?}"),
+//! }
+//! ```
+#![deny(missing_docs)]
+
+pub mod brake;
+pub mod settings;
+
+pub use brake::{decorate, Approver, Brake, Braked, GuardError, Guarded, Refusal, Tool};
+pub use loopbrake_core as core;
+pub use loopbrake_core::{
+    breaker, canonical, config, engine, streak, Call, Config, ConfigError, Decision, Engine,
+    EngineError, Failure, Hit, LoopBrakeError, Outcome, PostDecision, SessionState, Verdict,
+};

@@ -1,0 +1,206 @@
+//! Finding and loading `loopbrake.toml`: the lookup order, the environment, the size
+//! limit, and the commented default file. All validation happens here, at load time.
+//!
+//! Lookup order: `--config PATH`, `$LOOPBRAKE_CONFIG`, `./loopbrake.toml`,
+//! `$XDG_CONFIG_HOME/loopbrake/config.toml` (or `~/.config/loopbrake/config.toml`),
+//! then the built-in defaults.
+
+use loopbrake_core::config::{parse_toml, Config, ConfigError};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Configuration files larger than this are refused.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Top-level tables of `loopbrake.toml`.
+pub const TABLES: &[&str] = &["streak", "breaker"];
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file.
+    File(PathBuf),
+    /// No file was found: built-in defaults (plus the environment).
+    Defaults,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Defaults => write!(f, "built-in defaults"),
+        }
+    }
+}
+
+/// A loaded, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The engines' configuration.
+    pub engine: Config,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is too large.
+    #[error("configuration file {path} is {size} bytes; the limit is {MAX_CONFIG_BYTES}")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// The file is not UTF-8.
+    #[error("configuration file {path} is not valid UTF-8")]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A value broke a rule.
+    #[error("{path}: {error}")]
+    Invalid {
+        /// The file (or `built-in defaults` for an environment variable).
+        path: String,
+        /// What is wrong.
+        error: ConfigError,
+    },
+}
+
+/// Reads the process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Finds the configuration file to use, or `None` for the defaults.
+pub fn locate(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = env("LOOPBRAKE_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let local = cwd.join("loopbrake.toml");
+    if local.is_file() {
+        return Some(local);
+    }
+    let config_home = env("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        });
+    config_home
+        .map(|d| d.join("loopbrake").join("config.toml"))
+        .filter(|p| p.is_file())
+}
+
+/// Parses configuration text (all tables validated).
+pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let table = parse_toml(text)?;
+    for key in table.keys() {
+        if !TABLES.contains(&key.as_str()) {
+            return Err(ConfigError {
+                key: key.clone(),
+                value: "(set)".into(),
+                rule: format!(
+                    "unknown table; loopbrake.toml has {}",
+                    TABLES
+                        .iter()
+                        .map(|t| format!("[{t}]"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    Config::from_tables(table.get("streak"), table.get("breaker"), env)
+}
+
+/// Reads and validates one file.
+pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, LoadError> {
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(LoadError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+        path: path.to_path_buf(),
+    })?;
+    parse(&text, env).map_err(|error| LoadError::Invalid {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
+/// Loads the configuration by the lookup order, from this process's environment.
+pub fn load(explicit: Option<&Path>) -> Result<Settings, LoadError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    load_with(explicit, &process_env, &cwd)
+}
+
+/// [`load`] with an explicit environment and working directory (for tests and hosts).
+pub fn load_with(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> Result<Settings, LoadError> {
+    match locate(explicit, env, cwd) {
+        Some(path) => Ok(Settings {
+            engine: load_file(&path, env)?,
+            source: Source::File(path),
+        }),
+        None => Ok(Settings {
+            engine: parse("", env).map_err(|error| LoadError::Invalid {
+                path: "built-in defaults".into(),
+                error,
+            })?,
+            source: Source::Defaults,
+        }),
+    }
+}
+
+/// The commented default configuration (`loopbrake config default`).
+pub const DEFAULT_FILE: &str = include_str!("default-config.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopbrake_core::config::no_env;
+
+    #[test]
+    fn the_default_file_is_the_defaults() {
+        assert_eq!(parse(DEFAULT_FILE, &no_env).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_tables_are_refused() {
+        let e = parse("[stream]\n", &no_env).unwrap_err();
+        assert_eq!(e.key, "stream");
+    }
+}
