@@ -8,7 +8,7 @@
 //! Asks are fail-closed: an ask still pending when any other event of its session
 //! arrives is settled as declined, and the settlement is reported with that event.
 
-use crate::breaker::{Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
+use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
 use crate::canonical::CanonicalError;
 use crate::config::Config;
 use crate::streak::{LoopBrakeError, StreakBrake, StreakState, StreakVerdict};
@@ -84,7 +84,7 @@ pub struct Decision {
     /// Fingerprints that reached a gate.
     pub hits: Vec<Hit>,
     /// Stage 1/2 advisories for the model.
-    pub advisories: Vec<String>,
+    pub advisories: Vec<Advisory>,
     /// The streak brake's refusal, with its fields, when it refused.
     pub streak_refusal: Option<LoopBrakeError>,
     /// Asks of this session settled as declined before this event.
@@ -120,7 +120,7 @@ pub struct PostDecision {
     /// `Some("denied")` when the call was denied (or its ask declined): not counted.
     pub ignored: Option<&'static str>,
     /// A failure-track advisory, when one fired.
-    pub advisories: Vec<String>,
+    pub advisories: Vec<Advisory>,
     /// The classified failure.
     pub failure: Option<Failure>,
     /// Asks of this session settled as declined before this event.

@@ -18,7 +18,7 @@ pub mod config;
 pub mod engine;
 pub mod streak;
 
-pub use breaker::{Failure, Hit, Outcome, Track};
+pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};
 pub use config::{Config, ConfigError};
 pub use engine::{
     Call, Decision, Engine, EngineError, PostDecision, SessionState, Settled, Verdict,

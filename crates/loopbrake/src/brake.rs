@@ -240,7 +240,7 @@ impl Brake {
             })?;
         }
         if d.runs() {
-            return Ok(d.advisories);
+            return Ok(d.advisories.into_iter().map(|a| a.text).collect());
         }
         Err(Box::new(Refusal {
             engine: d.engine.unwrap_or("breaker"),
@@ -267,7 +267,7 @@ impl Brake {
             },
         };
         if let Ok(p) = self.record(session, id, &outcome) {
-            advisories.extend(p.advisories);
+            advisories.extend(p.advisories.into_iter().map(|a| a.text));
         }
         match result {
             Ok(value) => Ok(Guarded { value, advisories }),

@@ -57,14 +57,39 @@ pub struct Hit {
     pub failure: Option<Failure>,
 }
 
+/// Which advisory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Occurrence stage 1 (`warn_at`).
+    Warn,
+    /// Occurrence stage 2 (`summarize_at`).
+    Summarize,
+    /// Failure stage (`fail_warn_at`).
+    Failure,
+}
+
+/// An advisory for the model: the call runs, and the model is told it is repeating itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Advisory {
+    /// The text to show the model.
+    pub text: String,
+    /// The fingerprint it names (cut to `preview_chars`).
+    pub fingerprint: String,
+    /// Its count (occurrences including this call, or the failure streak).
+    pub count: u32,
+    /// Which stage fired.
+    pub stage: Stage,
+}
+
 /// The breaker's verdict before a call runs.
 #[must_use = "a denied call must not run"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BreakerVerdict {
     /// Run it, showing the model the advisory if there is one.
     Proceed {
-        /// Stage 1 or stage 2 text.
-        advisory: Option<String>,
+        /// Stage 1 or stage 2 advisory.
+        advisory: Option<Advisory>,
     },
     /// Ask the operator; the call waits for [`Breaker::answer`].
     Ask {
@@ -90,7 +115,7 @@ pub struct PostReport {
     /// The classified failure, if the outcome was one.
     pub failure: Option<Failure>,
     /// A failure-track advisory, when a streak just reached `fail_warn_at`.
-    pub advisory: Option<String>,
+    pub advisory: Option<Advisory>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -457,7 +482,14 @@ impl Breaker {
         let advisory = candidates
             .into_iter()
             .max_by(|a, b| a.1.cmp(&b.1).then(b.0.kind.rank().cmp(&a.0.kind.rank())))
-            .and_then(|(f, n)| Some(messages::failure_advisory(&f.preview, n, failure.as_ref()?)));
+            .and_then(|(f, n)| {
+                Some(Advisory {
+                    text: messages::failure_advisory(&f.preview, n, failure.as_ref()?),
+                    fingerprint: f.preview.clone(),
+                    count: n,
+                    stage: Stage::Failure,
+                })
+            });
         PostReport {
             ignored: false,
             failure,
@@ -535,7 +567,7 @@ impl Breaker {
 
     /// The occurrence advisory for an allowed call (section 9): strongest stage, then
     /// highest count, then the most actionable kind. Exempted fingerprints never speak.
-    fn stage_advisory(&self, st: &BreakerState, fps: &[FpMeta]) -> Option<String> {
+    fn stage_advisory(&self, st: &BreakerState, fps: &[FpMeta]) -> Option<Advisory> {
         let mut best: Option<(u8, u32, &FpMeta)> = None;
         for f in fps
             .iter()
@@ -560,9 +592,17 @@ impl Breaker {
                 best = Some((stage, next, f));
             }
         }
-        best.map(|(stage, n, f)| match stage {
-            2 => messages::stage2(&f.preview, n),
-            _ => messages::stage1(&f.preview, n),
+        best.map(|(stage, n, f)| {
+            let (text, stage) = match stage {
+                2 => (messages::stage2(&f.preview, n), Stage::Summarize),
+                _ => (messages::stage1(&f.preview, n), Stage::Warn),
+            };
+            Advisory {
+                text,
+                fingerprint: f.preview.clone(),
+                count: n,
+                stage,
+            }
         })
     }
 

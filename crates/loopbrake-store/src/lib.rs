@@ -1,0 +1,84 @@
+//! Where session state lives. One job: keep each session's [`SessionState`] and apply
+//! updates to it atomically.
+//!
+//! The engines are pure functions over a session's state; a [`Store`] decides where that
+//! state is kept and how an update is made atomic (a mutex in memory, a transaction in
+//! SQLite, an optimistic retry in Redis). The contract is one closure-based
+//! read-modify-write per session, after governor's `StateStore`: the algorithm never sees
+//! the storage, and the storage never sees the algorithm.
+#![deny(missing_docs)]
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use loopbrake_core::SessionState;
+use serde::Serialize;
+
+/// A store that cannot do what was asked. Messages name the store, never argument values.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached or refused the operation (locked, down, disk full…).
+    #[error("{store}: {message}")]
+    Unavailable {
+        /// Which store (kind and location).
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Stored state could not be decoded; the session is treated as corrupt.
+    #[error("{store}: session state is corrupt: {message}")]
+    Corrupt {
+        /// Which store.
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One stored session, for operators.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    /// The session key.
+    pub key: String,
+    /// Last update, milliseconds since the Unix epoch.
+    pub last_activity_ms: u64,
+    /// The state.
+    #[serde(skip)]
+    pub state: SessionState,
+}
+
+/// Keeps session state and applies updates atomically.
+pub trait Store: Send + Sync {
+    /// Applies `f` to the session's state (a default state when the session is new) and
+    /// keeps the result, atomically with respect to every other update of that session,
+    /// in this process and in every other process sharing the store. `f` may run more
+    /// than once (an optimistic store retries after a conflict); only the run whose
+    /// result was kept counts.
+    fn update(&self, session: &str, f: &mut dyn FnMut(&mut SessionState))
+        -> Result<(), StoreError>;
+
+    /// The session's state, if stored.
+    fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError>;
+
+    /// Forgets a session; `true` if it existed.
+    fn remove(&self, session: &str) -> Result<bool, StoreError>;
+
+    /// Every stored session.
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// The store's kind and location, for messages (`memory`, `sqlite /path`, …).
+    fn describe(&self) -> String;
+}
+
+/// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what
+/// the kept run of `f` returned.
+pub fn update<R>(
+    store: &dyn Store,
+    session: &str,
+    mut f: impl FnMut(&mut SessionState) -> R,
+) -> Result<R, StoreError> {
+    let mut out = None;
+    store.update(session, &mut |st| out = Some(f(st)))?;
+    Ok(out.expect("Store::update runs the closure at least once on success"))
+}
