@@ -119,7 +119,7 @@ impl Brake {
     /// assert!(loopbrake::Brake::from_toml("[streak]\nmax_repeats = 0\n").is_err());
     /// ```
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        Ok(Brake::new(crate::settings::parse(text, &no_env)?))
+        Ok(Brake::new(crate::settings::parse(text, &no_env)?.engine))
     }
 
     /// Sets who answers `ask` verdicts. Without one, asks fail closed (denied).

@@ -13,7 +13,63 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Top-level tables of `loopbrake.toml`.
-pub const TABLES: &[&str] = &["streak", "breaker"];
+pub const TABLES: &[&str] = &["streak", "breaker", "protocol"];
+
+/// The `[protocol]` table: settings of `replay` and `serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtocolSettings {
+    /// Input lines longer than this are error lines (default 16 MiB).
+    pub max_line_bytes: usize,
+}
+
+impl Default for ProtocolSettings {
+    fn default() -> Self {
+        ProtocolSettings {
+            max_line_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Everything `loopbrake.toml` configures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    /// The engines.
+    pub engine: Config,
+    /// The protocol.
+    pub protocol: ProtocolSettings,
+}
+
+fn protocol_table(v: Option<&toml::Value>) -> Result<ProtocolSettings, ConfigError> {
+    let mut p = ProtocolSettings::default();
+    let Some(v) = v else { return Ok(p) };
+    let t = v.as_table().ok_or_else(|| ConfigError {
+        key: "protocol".into(),
+        value: v.to_string(),
+        rule: "must be a table".into(),
+    })?;
+    for (k, val) in t {
+        match k.as_str() {
+            "max_line_bytes" => match val.as_integer() {
+                Some(n) if (1024..=(1i64 << 32)).contains(&n) => p.max_line_bytes = n as usize,
+                _ => {
+                    return Err(ConfigError {
+                        key: "protocol.max_line_bytes".into(),
+                        value: val.to_string(),
+                        rule: "must be an integer from 1024 to 4294967296".into(),
+                    })
+                }
+            },
+            _ => {
+                return Err(ConfigError {
+                    key: format!("protocol.{k}"),
+                    value: "(set)".into(),
+                    rule: "unknown key; valid keys here are: `max_line_bytes`".into(),
+                })
+            }
+        }
+    }
+    Ok(p)
+}
 
 /// Where the configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +94,8 @@ impl fmt::Display for Source {
 pub struct Settings {
     /// The engines' configuration.
     pub engine: Config,
+    /// The protocol's settings.
+    pub protocol: ProtocolSettings,
     /// Where it came from.
     pub source: Source,
 }
@@ -112,7 +170,7 @@ pub fn locate(
 }
 
 /// Parses configuration text (all tables validated).
-pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigError> {
     let table = parse_toml(text)?;
     for key in table.keys() {
         if !TABLES.contains(&key.as_str()) {
@@ -130,11 +188,14 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             });
         }
     }
-    Config::from_tables(table.get("streak"), table.get("breaker"), env)
+    Ok(Loaded {
+        engine: Config::from_tables(table.get("streak"), table.get("breaker"), env)?,
+        protocol: protocol_table(table.get("protocol"))?,
+    })
 }
 
 /// Reads and validates one file.
-pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, LoadError> {
+pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, LoadError> {
     let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
@@ -170,19 +231,21 @@ pub fn load_with(
     env: &dyn Fn(&str) -> Option<String>,
     cwd: &Path,
 ) -> Result<Settings, LoadError> {
-    match locate(explicit, env, cwd) {
-        Some(path) => Ok(Settings {
-            engine: load_file(&path, env)?,
-            source: Source::File(path),
-        }),
-        None => Ok(Settings {
-            engine: parse("", env).map_err(|error| LoadError::Invalid {
+    let (loaded, source) = match locate(explicit, env, cwd) {
+        Some(path) => (load_file(&path, env)?, Source::File(path)),
+        None => (
+            parse("", env).map_err(|error| LoadError::Invalid {
                 path: "built-in defaults".into(),
                 error,
             })?,
-            source: Source::Defaults,
-        }),
-    }
+            Source::Defaults,
+        ),
+    };
+    Ok(Settings {
+        engine: loaded.engine,
+        protocol: loaded.protocol,
+        source,
+    })
 }
 
 /// The commented default configuration (`loopbrake config default`).
@@ -195,7 +258,7 @@ mod tests {
 
     #[test]
     fn the_default_file_is_the_defaults() {
-        assert_eq!(parse(DEFAULT_FILE, &no_env).unwrap(), Config::default());
+        assert_eq!(parse(DEFAULT_FILE, &no_env).unwrap(), Loaded::default());
     }
 
     #[test]

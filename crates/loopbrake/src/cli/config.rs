@@ -9,6 +9,10 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(path)?;
     println!("# ok: configuration from {}", s.source);
     print!("{}", s.engine.to_toml());
+    println!(
+        "\n[protocol]\nmax_line_bytes = {}",
+        s.protocol.max_line_bytes
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,6 +2,7 @@
 
 mod config;
 mod explain;
+mod replay;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -24,6 +25,27 @@ enum Command {
     /// Validate or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Replay protocol events (or recorded runs) through the engines: one output line per event.
+    Replay {
+        /// Read recorded runs in this format instead of protocol events:
+        /// trajectory, claude-code or codex.
+        #[arg(long, value_name = "FORMAT")]
+        from: Option<String>,
+        /// Print a summary for people instead of protocol lines.
+        #[arg(long)]
+        report: bool,
+        /// Write the report as one self-contained HTML page.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Input files (gzip is read directly); `-` or none reads stdin.
+        files: Vec<PathBuf>,
+    },
+    /// Serve the protocol as a long-running sidecar: one answer line per event, at once.
+    Serve {
+        /// Speak the protocol on stdin/stdout.
+        #[arg(long, required = true)]
+        stdio: bool,
+    },
     /// Show how a call is identified: canonical JSON, hash, and every fingerprint.
     Explain {
         /// Tool name, e.g. `bash`.
@@ -55,5 +77,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Config(ConfigCommand::Default) => config::default(),
         Command::Explain { tool, args } => explain::run(cli.config.as_deref(), &tool, &args),
+        Command::Replay {
+            from,
+            report,
+            html,
+            files,
+        } => replay::replay(
+            cli.config.as_deref(),
+            from.as_deref(),
+            report,
+            html.as_deref(),
+            &files,
+        ),
+        Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
     }
 }

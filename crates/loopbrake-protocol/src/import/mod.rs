@@ -1,0 +1,116 @@
+//! Importers: recorded agent runs turned into protocol events, so "what would loopbrake
+//! have done to my sessions?" is one `loopbrake replay --from FORMAT` away.
+//!
+//! Every importer streams: one input line in, zero or more events out. Input it cannot
+//! use (truncated lines, unknown record types, results with no call) is skipped and
+//! counted in [`Warnings`], never fatal.
+
+mod claude;
+mod codex;
+mod trajectory;
+
+pub use claude::ClaudeCode;
+pub use codex::Codex;
+pub use trajectory::Trajectory;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Counted reasons for skipped input.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Warnings(BTreeMap<&'static str, u64>);
+
+impl Warnings {
+    /// Counts one skipped input for `reason`.
+    pub fn add(&mut self, reason: &'static str) {
+        *self.0.entry(reason).or_default() += 1;
+    }
+
+    /// Total skipped inputs.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// Adds every count of `other`.
+    pub fn merge(&mut self, other: &Warnings) {
+        for (k, v) in &other.0 {
+            *self.0.entry(k).or_default() += v;
+        }
+    }
+
+    /// Count for one reason.
+    pub fn count(&self, reason: &str) -> u64 {
+        self.0.get(reason).copied().unwrap_or(0)
+    }
+}
+
+impl fmt::Display for Warnings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        write!(f, "{}", parts.join(", "))
+    }
+}
+
+/// Turns a recorded run into protocol events.
+pub trait Importer {
+    /// Events for one input line.
+    fn feed(&mut self, line: &[u8], out: &mut Vec<Value>);
+    /// Events due at the end of the input (closing open sessions).
+    fn finish(&mut self, out: &mut Vec<Value>);
+    /// What was skipped.
+    fn warnings(&self) -> &Warnings;
+    /// Counts input skipped before it reached the importer.
+    fn warn(&mut self, reason: &'static str);
+}
+
+/// The importer for a format name (`trajectory`, `claude-code`, `codex`).
+pub fn by_name(name: &str, source: &str) -> Option<Box<dyn Importer>> {
+    match name {
+        "trajectory" => Some(Box::new(Trajectory::default())),
+        "claude-code" | "claude" => Some(Box::new(ClaudeCode::new(source))),
+        "codex" => Some(Box::new(Codex::new(source))),
+        _ => None,
+    }
+}
+
+/// Names accepted by [`by_name`].
+pub const FORMATS: &[&str] = &["trajectory", "claude-code", "codex"];
+
+fn parse_line(line: &[u8], w: &mut Warnings) -> Option<serde_json::Map<String, Value>> {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t.trim(),
+        Err(_) => {
+            w.add("lines not UTF-8");
+            return None;
+        }
+    };
+    if text.is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => Some(m),
+        Ok(_) => {
+            w.add("lines not a JSON object");
+            None
+        }
+        Err(_) => {
+            w.add("lines not JSON (truncated?)");
+            None
+        }
+    }
+}
+
+/// The text of a tool result's content: a string, or the `text` of its blocks.
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}

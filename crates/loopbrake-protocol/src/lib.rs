@@ -1,0 +1,105 @@
+//! The JSON-lines event protocol (`protocol.md`): one job, turning a stream of events
+//! into a stream of verdicts, for `loopbrake replay` and `loopbrake serve --stdio`.
+//!
+//! - [`event`]: parsing input events, with an error for every missing or mistyped field.
+//! - [`processor`]: the state machine (engines + a [`loopbrake_store::Store`]).
+//! - [`reader`]: input lines with a bound on their length.
+//! - [`import`]: recorded runs (trajectories, Claude Code, Codex) turned into events.
+//! - [`report`]: the replay report (text and HTML).
+#![deny(missing_docs)]
+
+pub mod event;
+pub mod import;
+pub mod processor;
+pub mod reader;
+pub mod report;
+
+pub use processor::{Handled, Processor, Record};
+
+use import::Importer;
+use reader::{Line, LineReader};
+use std::io::{self, BufRead, Write};
+
+/// The protocol's version, printed by `loopbrake --version` beside the crate's.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Where the handled events go.
+pub trait Sink {
+    /// One handled event.
+    fn handled(&mut self, h: &Handled) -> io::Result<()>;
+}
+
+/// Writes each output line, optionally flushing after every line (for `serve`).
+pub struct LineWriter<W: Write> {
+    out: W,
+    flush_each: bool,
+}
+
+impl<W: Write> LineWriter<W> {
+    /// A writer over `out`.
+    pub fn new(out: W, flush_each: bool) -> Self {
+        LineWriter { out, flush_each }
+    }
+
+    /// Flushes the underlying writer.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl<W: Write> Sink for LineWriter<W> {
+    fn handled(&mut self, h: &Handled) -> io::Result<()> {
+        self.out.write_all(h.line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        if self.flush_each {
+            self.out.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Streams `input` through the processor: protocol lines, or, with an importer,
+/// recorded-run lines turned into events. Memory stays bounded by the open sessions.
+pub fn run(
+    input: impl BufRead,
+    mut importer: Option<&mut (dyn Importer + '_)>,
+    processor: &mut Processor,
+    max_line: usize,
+    sink: &mut dyn Sink,
+) -> io::Result<()> {
+    let mut lines = LineReader::new(input, max_line);
+    let mut line_no: u64 = 0;
+    let mut events = Vec::new();
+    while let Some(line) = lines.next_line()? {
+        line_no += 1;
+        match (line, importer.as_deref_mut()) {
+            (Line::TooLong(n), None) => {
+                let h = processor.error(
+                    line_no,
+                    &format!("line is {n} bytes, longer than the maximum of {max_line}"),
+                );
+                sink.handled(&h)?;
+            }
+            (Line::TooLong(_), Some(imp)) => imp.warn("lines longer than the maximum"),
+            (Line::Ok(bytes), None) => {
+                let h = processor.handle_line(&bytes, line_no);
+                sink.handled(&h)?;
+            }
+            (Line::Ok(bytes), Some(imp)) => {
+                imp.feed(&bytes, &mut events);
+                for ev in events.drain(..) {
+                    let h = processor.handle_value(&ev, line_no);
+                    sink.handled(&h)?;
+                }
+            }
+        }
+    }
+    if let Some(imp) = importer {
+        imp.finish(&mut events);
+        for ev in events.drain(..) {
+            let h = processor.handle_value(&ev, line_no);
+            sink.handled(&h)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,494 @@
+//! The protocol state machine: one input event in, exactly one output line out.
+//!
+//! It holds the engines, a [`Store`] for session state, and the map from call ids to
+//! sessions (`answer` and `result` events name only the call). Nothing else: a stream of
+//! any length replays in memory bounded by its open sessions and calls.
+
+use crate::event::{self, Event};
+use loopbrake_core::canonical::call_digest;
+use loopbrake_core::{
+    Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Track, Verdict,
+};
+use loopbrake_store::{update, Store};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Open calls remembered per session (an engine session remembers as many).
+pub const MAX_OPEN_CALLS: usize = loopbrake_core::engine::MAX_CALLS;
+
+#[derive(Serialize)]
+struct HitOut<'a> {
+    fingerprint: &'a str,
+    count: u32,
+    limit: u32,
+    track: &'static str,
+}
+
+#[derive(Serialize)]
+struct SettledOut<'a> {
+    id: &'a str,
+    verdict: &'static str,
+}
+
+#[derive(Serialize)]
+struct DecisionOut<'a> {
+    id: &'a str,
+    verdict: &'static str,
+    engine: Option<&'static str>,
+    code: Option<&'static str>,
+    message: Option<&'a str>,
+    hits: Vec<HitOut<'a>>,
+    advisories: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    settled: Vec<SettledOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct FailureOut<'a> {
+    reason: &'static str,
+    detail: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct ResultOut<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignored: Option<&'static str>,
+    advisories: Vec<&'a str>,
+    failure: Option<FailureOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    settled: Vec<SettledOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct SessionOut<'a> {
+    session: &'a str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    settled: Vec<SettledOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    line: u64,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    error: ErrorBody<'a>,
+}
+
+fn hits_out(hits: &[Hit]) -> Vec<HitOut<'_>> {
+    hits.iter()
+        .map(|h| HitOut {
+            fingerprint: &h.fingerprint,
+            count: h.count,
+            limit: h.limit,
+            track: match h.track {
+                Track::Repeat => "repeat",
+                Track::Failure => "failure",
+            },
+        })
+        .collect()
+}
+
+fn settled_out(s: &[Settled]) -> Vec<SettledOut<'_>> {
+    s.iter()
+        .map(|x| SettledOut {
+            id: &x.id,
+            verdict: x.verdict.as_str(),
+        })
+        .collect()
+}
+
+fn texts(a: &[Advisory]) -> Vec<&str> {
+    a.iter().map(|x| x.text.as_str()).collect()
+}
+
+fn to_line<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("output structs always serialise")
+}
+
+/// What one event did, for reports.
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// A call was judged.
+    Call {
+        /// Session key the call was counted in.
+        session: String,
+        /// The call's identity digest (the streak hash), for repeat statistics.
+        digest: Option<[u8; 32]>,
+        /// The decision.
+        decision: Decision,
+    },
+    /// An ask was answered.
+    Answer {
+        /// Session key.
+        session: String,
+        /// The final decision.
+        decision: Decision,
+    },
+    /// A result was recorded.
+    Result {
+        /// Session key.
+        session: String,
+        /// Call id.
+        id: String,
+        /// Advisories it produced.
+        advisories: Vec<Advisory>,
+        /// The classified failure.
+        failure: Option<Failure>,
+        /// Asks settled before it.
+        settled: Vec<Settled>,
+    },
+    /// A user message.
+    User {
+        /// Session key.
+        session: String,
+        /// Asks settled before it.
+        settled: Vec<Settled>,
+    },
+    /// A session ended.
+    End {
+        /// Session key.
+        session: String,
+        /// Asks settled before it.
+        settled: Vec<Settled>,
+    },
+    /// The line was in error.
+    Error,
+}
+
+/// One handled event: the output line and what happened.
+#[derive(Debug, Clone)]
+pub struct Handled {
+    /// The output line (JSON, no newline).
+    pub line: String,
+    /// Whether the line is an error line.
+    pub is_error: bool,
+    /// What happened, for reports.
+    pub record: Record,
+}
+
+/// The protocol processor.
+pub struct Processor {
+    engine: Engine,
+    store: Arc<dyn Store>,
+    /// Call id → session key.
+    ids: HashMap<String, String>,
+    /// Session key → its open call ids, oldest first.
+    open: HashMap<String, VecDeque<String>>,
+    /// Base session → its sub-agent session keys.
+    agents: HashMap<String, Vec<String>>,
+    errors: u64,
+}
+
+impl Processor {
+    /// A processor over `store`.
+    pub fn new(engine: Engine, store: Arc<dyn Store>) -> Self {
+        Processor {
+            engine,
+            store,
+            ids: HashMap::new(),
+            open: HashMap::new(),
+            agents: HashMap::new(),
+            errors: 0,
+        }
+    }
+
+    /// Number of error lines produced so far.
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    /// Number of calls waiting for a result.
+    pub fn open_calls(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Handles one raw input line (without its newline).
+    pub fn handle_line(&mut self, line: &[u8], line_no: u64) -> Handled {
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                return self.error(
+                    line_no,
+                    &format!("line is not valid UTF-8 (at byte {})", e.valid_up_to()),
+                )
+            }
+        };
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return self.error(
+                    line_no,
+                    &format!("not JSON: {} at column {}", json_category(&e), e.column()),
+                )
+            }
+        };
+        self.handle_value(&value, line_no)
+    }
+
+    /// Produces an error line for `line_no` (used for lines the reader refused too).
+    pub fn error(&mut self, line_no: u64, message: &str) -> Handled {
+        self.errors += 1;
+        Handled {
+            line: to_line(&ErrorOut {
+                error: ErrorBody {
+                    line: line_no,
+                    message,
+                },
+            }),
+            is_error: true,
+            record: Record::Error,
+        }
+    }
+
+    /// Handles one parsed event.
+    pub fn handle_value(&mut self, value: &Value, line_no: u64) -> Handled {
+        let ev = match event::parse(value) {
+            Ok(ev) => ev,
+            Err(msg) => return self.error(line_no, &msg),
+        };
+        match ev {
+            Event::Call {
+                session,
+                id,
+                tool,
+                args,
+                agent,
+            } => self.call(line_no, &session, &id, &tool, &args, agent.as_deref()),
+            Event::Answer { id, approved } => self.answer(line_no, &id, approved),
+            Event::Result { id, outcome } => self.result(line_no, &id, &outcome),
+            Event::User { session } => self.user(line_no, &session),
+            Event::End { session } => self.end(line_no, &session),
+        }
+    }
+
+    fn remember(&mut self, key: &str, id: &str) {
+        let q = self.open.entry(key.to_string()).or_default();
+        q.retain(|x| x != id);
+        if q.len() >= MAX_OPEN_CALLS {
+            if let Some(old) = q.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        q.push_back(id.to_string());
+        self.ids.insert(id.to_string(), key.to_string());
+    }
+
+    fn forget(&mut self, key: &str, id: &str) {
+        self.ids.remove(id);
+        if let Some(q) = self.open.get_mut(key) {
+            q.retain(|x| x != id);
+            if q.is_empty() {
+                self.open.remove(key);
+            }
+        }
+    }
+
+    fn call(
+        &mut self,
+        line_no: u64,
+        session: &str,
+        id: &str,
+        tool: &str,
+        args: &Value,
+        agent: Option<&str>,
+    ) -> Handled {
+        let key = match agent.filter(|a| !a.is_empty()) {
+            Some(a) => {
+                let key = format!("{session}#agent:{a}");
+                let list = self.agents.entry(session.to_string()).or_default();
+                if !list.contains(&key) {
+                    list.push(key.clone());
+                }
+                key
+            }
+            None => session.to_string(),
+        };
+        let engine = &self.engine;
+        let call = Call {
+            session: &key,
+            id,
+            tool,
+            args,
+        };
+        let decision = match update(self.store.as_ref(), &key, |st| engine.pre(st, &call)) {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => return self.error(line_no, &e.to_string()),
+            Err(e) => return self.error(line_no, &e.to_string()),
+        };
+        // A settled ask keeps its id open: its `result` is accepted and ignored.
+        self.remember(&key, id);
+        let line = decision_line(&decision);
+        Handled {
+            line,
+            is_error: false,
+            record: Record::Call {
+                session: key,
+                digest: call_digest(tool, args).ok(),
+                decision,
+            },
+        }
+    }
+
+    fn answer(&mut self, line_no: u64, id: &str, approved: bool) -> Handled {
+        let Some(key) = self.ids.get(id).cloned() else {
+            return self.error(line_no, &format!("unknown call id {:?}", clip(id)));
+        };
+        let engine = &self.engine;
+        let decision = match update(self.store.as_ref(), &key, |st| {
+            engine.answer(st, id, approved)
+        }) {
+            Ok(Ok(d)) => d,
+            Ok(Err(EngineError::NotPending(_))) => {
+                return self.error(
+                    line_no,
+                    &format!("no ask is pending for call id {:?}", clip(id)),
+                )
+            }
+            Ok(Err(e)) => return self.error(line_no, &e.to_string()),
+            Err(e) => return self.error(line_no, &e.to_string()),
+        };
+        Handled {
+            line: decision_line(&decision),
+            is_error: false,
+            record: Record::Answer {
+                session: key,
+                decision,
+            },
+        }
+    }
+
+    fn result(&mut self, line_no: u64, id: &str, outcome: &Outcome) -> Handled {
+        let Some(key) = self.ids.get(id).cloned() else {
+            return self.error(line_no, &format!("unknown call id {:?}", clip(id)));
+        };
+        let engine = &self.engine;
+        let post = match update(self.store.as_ref(), &key, |st| engine.post(st, id, outcome)) {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                self.forget(&key, id);
+                return self.error(line_no, &e.to_string());
+            }
+            Err(e) => return self.error(line_no, &e.to_string()),
+        };
+        self.forget(&key, id);
+        let line = to_line(&ResultOut {
+            id,
+            ignored: post.ignored,
+            advisories: texts(&post.advisories),
+            failure: post.failure.as_ref().map(|f| FailureOut {
+                reason: f.reason.as_str(),
+                detail: f.detail.as_deref(),
+            }),
+            settled: settled_out(&post.settled),
+        });
+        Handled {
+            line,
+            is_error: false,
+            record: Record::Result {
+                session: key,
+                id: id.to_string(),
+                advisories: post.advisories,
+                failure: post.failure,
+                settled: post.settled,
+            },
+        }
+    }
+
+    fn keys_of(&self, session: &str) -> Vec<String> {
+        let mut keys = vec![session.to_string()];
+        if let Some(a) = self.agents.get(session) {
+            keys.extend(a.iter().cloned());
+        }
+        keys
+    }
+
+    fn user(&mut self, line_no: u64, session: &str) -> Handled {
+        let engine = &self.engine;
+        let mut settled = Vec::new();
+        for key in self.keys_of(session) {
+            match update(self.store.as_ref(), &key, |st| engine.user_message(st)) {
+                Ok(s) => settled.extend(s),
+                Err(e) => return self.error(line_no, &e.to_string()),
+            }
+        }
+        Handled {
+            line: to_line(&SessionOut {
+                session,
+                ok: true,
+                settled: settled_out(&settled),
+            }),
+            is_error: false,
+            record: Record::User {
+                session: session.to_string(),
+                settled,
+            },
+        }
+    }
+
+    fn end(&mut self, line_no: u64, session: &str) -> Handled {
+        let mut settled = Vec::new();
+        for key in self.keys_of(session) {
+            if let Ok(Some(mut st)) = self.store.get(&key) {
+                settled.extend(self.engine.end(&mut st));
+            }
+            if let Err(e) = self.store.remove(&key) {
+                return self.error(line_no, &e.to_string());
+            }
+            if let Some(q) = self.open.remove(&key) {
+                for id in q {
+                    self.ids.remove(&id);
+                }
+            }
+        }
+        self.agents.remove(session);
+        Handled {
+            line: to_line(&SessionOut {
+                session,
+                ok: true,
+                settled: settled_out(&settled),
+            }),
+            is_error: false,
+            record: Record::End {
+                session: session.to_string(),
+                settled,
+            },
+        }
+    }
+}
+
+fn decision_line(d: &Decision) -> String {
+    to_line(&DecisionOut {
+        id: &d.id,
+        verdict: d.verdict.as_str(),
+        engine: if d.verdict == Verdict::Allow {
+            None
+        } else {
+            d.engine
+        },
+        code: d.code,
+        message: d.message.as_deref(),
+        hits: hits_out(&d.hits),
+        advisories: texts(&d.advisories),
+        settled: settled_out(&d.settled),
+    })
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+fn json_category(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "invalid data",
+        serde_json::error::Category::Eof => "unexpected end of line",
+    }
+}

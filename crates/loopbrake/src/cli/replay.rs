@@ -1,0 +1,143 @@
+//! `loopbrake replay` and `loopbrake serve --stdio`: the event protocol over files and
+//! over a long-running stdin/stdout pipe.
+
+use super::CliError;
+use loopbrake::settings;
+use loopbrake::Engine;
+use loopbrake_protocol::import::{self, Importer};
+use loopbrake_protocol::report::Report;
+use loopbrake_protocol::{run, Handled, LineWriter, Processor, Sink};
+use loopbrake_store::MemoryStore;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Opens a file (or stdin for `-`), decompressing gzip transparently.
+fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
+    let raw: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(path)?)
+    };
+    let mut buffered = BufReader::with_capacity(64 * 1024, raw);
+    let magic = buffered.fill_buf()?;
+    if magic.len() >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+        Ok(Box::new(BufReader::with_capacity(
+            64 * 1024,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        )))
+    } else {
+        Ok(Box::new(buffered))
+    }
+}
+
+struct ReportSink<'a> {
+    report: &'a mut Report,
+}
+
+impl Sink for ReportSink<'_> {
+    fn handled(&mut self, h: &Handled) -> io::Result<()> {
+        self.report.add(&h.record);
+        Ok(())
+    }
+}
+
+pub fn replay(
+    config: Option<&Path>,
+    from: Option<&str>,
+    want_report: bool,
+    html: Option<&Path>,
+    files: &[PathBuf],
+) -> Result<ExitCode, CliError> {
+    let s = settings::load(config)?;
+    if let Some(f) = from {
+        if !import::FORMATS.contains(&f) {
+            return Err(format!(
+                "unknown format {f:?} for --from; expected one of {}",
+                import::FORMATS.join(", ")
+            )
+            .into());
+        }
+    }
+    let mut processor = Processor::new(Engine::new(s.engine), Arc::new(MemoryStore::new()));
+    let inputs: Vec<PathBuf> = if files.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        files.to_vec()
+    };
+    let mut report = Report::default();
+    let stdout = io::stdout();
+    let mut lines = LineWriter::new(io::BufWriter::new(stdout.lock()), false);
+    let mut skipped = import::Warnings::default();
+    for path in &inputs {
+        let input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut importer: Option<Box<dyn Importer>> =
+            from.and_then(|f| import::by_name(f, &path.display().to_string()));
+        let result = if want_report || html.is_some() {
+            let mut sink = ReportSink {
+                report: &mut report,
+            };
+            run(
+                input,
+                importer.as_deref_mut(),
+                &mut processor,
+                s.protocol.max_line_bytes,
+                &mut sink,
+            )
+        } else {
+            run(
+                input,
+                importer.as_deref_mut(),
+                &mut processor,
+                s.protocol.max_line_bytes,
+                &mut lines,
+            )
+        };
+        result.map_err(|e| format!("while reading {}: {e}", path.display()))?;
+        if let Some(imp) = &importer {
+            if imp.warnings().total() > 0 {
+                eprintln!("loopbrake: {}: skipped {}", path.display(), imp.warnings());
+                skipped.merge(imp.warnings());
+            }
+        }
+    }
+    lines.flush()?;
+    drop(lines);
+    if want_report {
+        print!("{}", report.text());
+        if skipped.total() > 0 {
+            println!("\nSkipped input: {skipped}");
+        }
+    }
+    if let Some(path) = html {
+        std::fs::write(path, report.html())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if !want_report {
+            let [sessions, calls, _, _, _, gated, saved] = report.totals();
+            eprintln!("loopbrake: wrote {} ({sessions} sessions, {calls} calls, {gated} gated, {saved} calls saved)", path.display());
+        }
+    }
+    io::stdout().flush()?;
+    Ok(if processor.errors() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
+    let s = settings::load(config)?;
+    let mut processor = Processor::new(Engine::new(s.engine), Arc::new(MemoryStore::new()));
+    let stdin = io::stdin();
+    let mut out = LineWriter::new(io::stdout().lock(), true);
+    run(
+        stdin.lock(),
+        None,
+        &mut processor,
+        s.protocol.max_line_bytes,
+        &mut out,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
