@@ -186,6 +186,7 @@ impl Report {
                     if s.marks[i].label.is_none() {
                         s.marks[i].label =
                             Some(format!("failed {} ×{}", short(&a.fingerprint, 60), a.count));
+                        s.marks[i].verdict = Verdict::Advise;
                     }
                 }
                 let fps: Vec<String> = advisories.iter().map(|a| a.fingerprint.clone()).collect();
@@ -336,13 +337,18 @@ fn color(v: Verdict) -> &'static str {
 fn timeline_svg(s: &SessionReport) -> String {
     let step = 12.0_f64;
     let n = s.marks.len().max(1);
-    let width = (40.0 + n as f64 * step).max(320.0);
     let labels: Vec<(usize, &String)> = s
         .marks
         .iter()
         .enumerate()
         .filter_map(|(i, m)| m.label.as_ref().map(|l| (i, l)))
         .collect();
+    // Wide enough for the marks and for every label (about 6.5 px a character).
+    let label_extent = labels
+        .iter()
+        .map(|(i, l)| 16.0 + *i as f64 * step + 3.0 + (l.chars().count() + 10) as f64 * 6.5)
+        .fold(0.0_f64, f64::max);
+    let width = (40.0 + n as f64 * step).max(label_extent).max(320.0);
     let height = 46.0 + labels.len() as f64 * 14.0;
     let mut o = String::new();
     let _ = writeln!(

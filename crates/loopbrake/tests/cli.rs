@@ -1,0 +1,427 @@
+//! The `loopbrake` command, driven as a user drives it: real processes, real pipes.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
+    // Isolate from the developer's own configuration.
+    c.env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_MAX_REPEATS")
+        .env_remove("DSH_LOOP_BRAKE_MAX_REPEATS")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .env("HOME", "/nonexistent")
+        .current_dir(std::env::temp_dir());
+    c
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("loopbrake-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn serve_answers_each_line_at_once_and_exits_cleanly_on_eof() {
+    let mut child = bin()
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ask = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        // The answer must arrive while stdin is still open: no buffering delays it.
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("an answer line, promptly");
+        serde_json::from_str(&got).unwrap()
+    };
+    // Two sessions interleaved on one stream.
+    for i in 0..2 {
+        for s in ["a", "b"] {
+            let out = ask(&format!(
+                r#"{{"event":"call","session":"{s}","id":"{s}{i}","tool":"search","args":{{"q":"w"}}}}"#
+            ));
+            assert_eq!(out["verdict"], "allow", "{out}");
+        }
+    }
+    assert!(ask("not json").get("error").is_some());
+    let out = ask(r#"{"event":"call","session":"a","id":"a2","tool":"search","args":{"q":"w"}}"#);
+    assert_eq!(out["verdict"], "deny", "state survived the bad line");
+    assert_eq!(out["engine"], "streak");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn replay_exits_1_when_a_line_is_in_error_and_0_otherwise() {
+    let run = |input: &str| {
+        let mut child = bin()
+            .arg("replay")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let good = r#"{"event":"call","session":"s","id":"1","tool":"t"}
+{"event":"result","id":"1","outcome":{}}
+{"event":"end","session":"s"}
+"#;
+    let (code, out) = run(good);
+    assert_eq!(code, Some(0));
+    assert_eq!(out.lines().count(), 3);
+    let (code, out) = run(&format!("{good}{{oops\n"));
+    assert_eq!(code, Some(1));
+    assert_eq!(out.lines().count(), 4);
+}
+
+#[test]
+fn the_quick_start_catches_the_bundled_loop() {
+    let out = bin()
+        .args(["replay", "--from", "trajectory", "--report"])
+        .arg(repo().join("examples/django-11265.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("1 sessions gated, 37 calls saved"), "{text}");
+    assert!(text.contains("django__django-11265"));
+}
+
+#[test]
+fn replaying_the_bundled_corpus_gates_the_stuck_runs_and_spares_tau_bench() {
+    let out = bin()
+        .args(["replay", "--from", "trajectory"])
+        .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut gated = std::collections::BTreeSet::new();
+    let mut session_of = std::collections::HashMap::new();
+    // Map call ids to sessions from the importer's order: re-read the corpus.
+    let data = std::fs::read(repo().join("examples/trajectories/calls.jsonl.gz")).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&data[..]), &mut text).unwrap();
+    for (n, line) in text.lines().enumerate() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        session_of.insert(
+            format!("t{}", n + 1),
+            v["session"].as_str().unwrap().to_string(),
+        );
+    }
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if matches!(v["verdict"].as_str(), Some("ask" | "deny")) {
+            gated.insert(session_of[v["id"].as_str().unwrap()].clone());
+        }
+    }
+    let labels =
+        std::fs::read_to_string(repo().join("examples/trajectories/labels.jsonl")).unwrap();
+    let mut resolved_gated = Vec::new();
+    for line in labels.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let s = v["session"].as_str().unwrap();
+        if gated.contains(s) && v["resolved"] == true {
+            resolved_gated.push(s.to_string());
+        }
+    }
+    assert!(gated.iter().any(|s| s.ends_with("django__django-11265")));
+    assert!(
+        !gated.iter().any(|s| s.starts_with("tau_bench/")),
+        "{gated:?}"
+    );
+    // Measured, and documented in the README: one resolved OpenHands run re-runs a
+    // reproduction script that is meant to fail, 7 times between edits, and reaches the
+    // failure gate (an ask with the default on_limit). Any other healthy run gated is a
+    // regression.
+    assert_eq!(
+        resolved_gated,
+        ["openhands_c35_oh50/claude-3.5-sonnet/django__django-10880"],
+        "{gated:?}"
+    );
+}
+
+#[test]
+fn the_html_report_is_self_contained() {
+    let dir = tmpdir("html");
+    let page = dir.join("report.html");
+    let out = bin()
+        .args(["replay", "--from", "trajectory", "--html"])
+        .arg(&page)
+        .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("django__django-11265"));
+    assert!(
+        !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http")
+    );
+}
+
+/// The page renders in a real browser: headless Chromium takes a screenshot of it.
+#[test]
+fn the_html_report_renders_in_headless_chromium() {
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chromium must be installed (scripts/test installs Debian's chromium)");
+    let dir = tmpdir("chromium");
+    let page = dir.join("report.html");
+    let status = bin()
+        .args(["replay", "--from", "trajectory", "--html"])
+        .arg(&page)
+        .arg(repo().join("examples/django-11265.jsonl"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let shot = dir.join("shot.png");
+    let profile = dir.join("profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 10_000,
+        "a blank page compresses far smaller: {} bytes",
+        png.len()
+    );
+    // The DOM as the browser built it holds the drawn marks.
+    let dom = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--dump-dom",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("profile2").display()
+        ))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert_eq!(
+        dom.matches("class=\"mark ").count(),
+        50,
+        "one mark per call"
+    );
+    assert!(dom.contains("class=\"mark ask\""));
+}
+
+#[test]
+fn config_errors_name_key_value_and_rule_and_exit_2() {
+    let dir = tmpdir("config");
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "[breaker]\nwindw = 16\n").unwrap();
+    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("breaker.windw") && err.contains("did you mean `breaker.window`"),
+        "{err}"
+    );
+
+    std::fs::write(&f, "[streak]\nmax_repeats = 2.5\n").unwrap();
+    let err = String::from_utf8(
+        bin()
+            .args(["config", "check"])
+            .arg(&f)
+            .output()
+            .unwrap()
+            .stderr,
+    )
+    .unwrap();
+    assert!(
+        err.contains("streak.max_repeats = 2.5: must be a whole number >= 1"),
+        "{err}"
+    );
+
+    let out = bin()
+        .args(["config", "check"])
+        .env("LOOPBRAKE_MAX_REPEATS", "many")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("LOOPBRAKE_MAX_REPEATS"));
+}
+
+#[test]
+fn configuration_lookup_order() {
+    let dir = tmpdir("lookup");
+    let explicit = dir.join("explicit.toml");
+    std::fs::write(&explicit, "[streak]\nmax_repeats = 9\n").unwrap();
+    let via_env = dir.join("env.toml");
+    std::fs::write(&via_env, "[streak]\nmax_repeats = 8\n").unwrap();
+    std::fs::write(dir.join("loopbrake.toml"), "[streak]\nmax_repeats = 7\n").unwrap();
+    let xdg = dir.join("xdg");
+    std::fs::create_dir_all(xdg.join("loopbrake")).unwrap();
+    std::fs::write(
+        xdg.join("loopbrake/config.toml"),
+        "[streak]\nmax_repeats = 6\n",
+    )
+    .unwrap();
+    let effective = |c: &mut Command| {
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("max_repeats"))
+            .unwrap()
+            .to_string()
+    };
+    let base = || {
+        let mut c = bin();
+        c.args(["config", "check"])
+            .env("XDG_CONFIG_HOME", &xdg)
+            .current_dir(&dir);
+        c
+    };
+    assert_eq!(
+        effective(base().arg(&explicit).env("LOOPBRAKE_CONFIG", &via_env)),
+        "max_repeats = 9"
+    );
+    assert_eq!(
+        effective(base().env("LOOPBRAKE_CONFIG", &via_env)),
+        "max_repeats = 8"
+    );
+    assert_eq!(effective(&mut base()), "max_repeats = 7");
+    std::fs::remove_file(dir.join("loopbrake.toml")).unwrap();
+    assert_eq!(effective(&mut base()), "max_repeats = 6");
+    std::fs::remove_dir_all(&xdg).unwrap();
+    assert_eq!(
+        effective(base().env("LOOPBRAKE_MAX_REPEATS", "4")),
+        "max_repeats = 4"
+    );
+    assert_eq!(effective(&mut base()), "max_repeats = 3");
+}
+
+#[test]
+fn config_default_prints_a_file_that_checks() {
+    let dir = tmpdir("default");
+    let out = bin().args(["config", "default"]).output().unwrap();
+    let f = dir.join("default.toml");
+    std::fs::write(&f, &out.stdout).unwrap();
+    let check = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    assert!(check.status.success());
+}
+
+#[test]
+fn explain_prints_hash_and_fingerprints() {
+    let out = bin()
+        .args([
+            "explain",
+            "bash",
+            r#"{"command":"curl -s https://open-data.canada.ca/x -o out.bin","description":"1st"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("canonical:  {\"command\":\"curl -s https://open-data.canada.ca/x -o out.bin\",\"description\":\"1st\"}"));
+    assert!(text.contains("decoys:     stripped description"));
+    assert!(text.contains("net:open.canada.ca/x"));
+    assert!(text.contains("host:open.canada.ca") && text.contains("gate at 16"));
+    let hash_line = text.lines().find(|l| l.starts_with("hash:")).unwrap();
+    assert_eq!(hash_line.split_whitespace().nth(1).unwrap().len(), 64);
+    let out = bin()
+        .args(["explain", "bash", "{\"command\": \"secret-token"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("secret-token"),
+        "errors never echo arguments"
+    );
+}
+
+#[test]
+fn the_streak_example_refuses_the_third_call() {
+    // The README's runnable example, as a test of the same code path through the library.
+    let brake = loopbrake::Brake::default();
+    let args = serde_json::json!({"q": "weather"});
+    let mut ran = 0;
+    let mut refused = None;
+    for _ in 0..3 {
+        match brake.guard("s", "search", &args, || {
+            ran += 1;
+            Ok::<_, String>(())
+        }) {
+            Ok(_) => {}
+            Err(e) => refused = e.refusal().cloned(),
+        }
+    }
+    assert_eq!(ran, 2);
+    let r = refused.unwrap();
+    assert_eq!((r.engine, r.code), ("streak", "LOOP_BRAKE"));
+    let s = r.streak.unwrap();
+    assert_eq!(
+        (s.count, s.max_repeats, s.tool.as_str(), s.session.as_str()),
+        (3, 3, "search", "s")
+    );
+}
