@@ -369,6 +369,15 @@ impl Engine {
         settled
     }
 
+    /// A batch or turn is over: pending asks are settled as declined and calls that never
+    /// got an outcome are closed (they are not counted as failures or successes).
+    pub fn close_open_calls(&self, st: &mut SessionState) -> Vec<Settled> {
+        let settled = self.settle(st, None);
+        st.breaker.forget_open_calls();
+        st.calls.clear();
+        settled
+    }
+
     /// The session ends: settles its asks; the caller then forgets the state.
     pub fn end(&self, st: &mut SessionState) -> Vec<Settled> {
         self.settle(st, None)

@@ -9,8 +9,10 @@
 #![deny(missing_docs)]
 
 mod memory;
+mod sqlite;
 
 pub use memory::MemoryStore;
+pub use sqlite::{SqliteOptions, SqliteStore};
 
 use loopbrake_core::SessionState;
 use serde::Serialize;
@@ -69,6 +71,22 @@ pub trait Store: Send + Sync {
 
     /// The store's kind and location, for messages (`memory`, `sqlite /path`, …).
     fn describe(&self) -> String;
+
+    /// Keys of stored sessions starting with `prefix` (sub-agent sessions of a session).
+    fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .map(|s| s.key)
+            .filter(|k| k.starts_with(prefix))
+            .collect())
+    }
+
+    /// Problems the store recovered from since the last call (a session whose stored
+    /// state could not be decoded and started afresh), for the adapter to report.
+    fn take_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what

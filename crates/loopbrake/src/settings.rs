@@ -13,7 +13,167 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Top-level tables of `loopbrake.toml`.
-pub const TABLES: &[&str] = &["streak", "breaker", "protocol"];
+pub const TABLES: &[&str] = &["streak", "breaker", "protocol", "store"];
+
+/// Which store keeps session state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process's memory.
+    Memory,
+    /// The embedded SQLite file.
+    Sqlite,
+}
+
+/// The `[store]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The configured kind; `None` lets each adapter choose (hooks: sqlite, others: memory).
+    pub kind: Option<StoreKind>,
+    /// The SQLite file (default `$XDG_STATE_HOME/loopbrake/state.db`).
+    pub path: Option<PathBuf>,
+    /// Sessions idle longer than this are forgotten (default 7 days).
+    pub idle_ttl: std::time::Duration,
+    /// How long to wait for a store held by another process (default 3 s).
+    pub lock_timeout: std::time::Duration,
+    /// When loopbrake itself fails, refuse the call (true) or let it run (false, default).
+    pub fail_closed: bool,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            kind: None,
+            path: None,
+            idle_ttl: std::time::Duration::from_secs(7 * 24 * 3600),
+            lock_timeout: std::time::Duration::from_secs(3),
+            fail_closed: false,
+        }
+    }
+}
+
+const STORE_KEYS: &[&str] = &["kind", "path", "idle_ttl", "lock_timeout", "fail_closed"];
+
+fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
+    ConfigError {
+        key: format!("store.{key}"),
+        value: v.to_string(),
+        rule: rule.into(),
+    }
+}
+
+fn duration(
+    key: &str,
+    v: &toml::Value,
+    min: std::time::Duration,
+) -> Result<std::time::Duration, ConfigError> {
+    let rule = format!(
+        "must be a duration such as \"7d\", \"12h\", \"30s\" or \"500ms\", at least {}",
+        humantime::format_duration(min)
+    );
+    let d = v
+        .as_str()
+        .and_then(|s| humantime::parse_duration(s.trim()).ok())
+        .ok_or_else(|| store_err(key, v, &rule))?;
+    if d < min {
+        return Err(store_err(key, v, &rule));
+    }
+    Ok(d)
+}
+
+fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
+    let mut s = StoreSettings::default();
+    let Some(v) = v else { return Ok(s) };
+    let t = v
+        .as_table()
+        .ok_or_else(|| store_err("", v, "must be a table"))?;
+    for (k, val) in t {
+        match k.as_str() {
+            "kind" => {
+                s.kind = Some(match val.as_str() {
+                    Some("memory") => StoreKind::Memory,
+                    Some("sqlite") => StoreKind::Sqlite,
+                    _ => return Err(store_err(k, val, "must be \"memory\" or \"sqlite\"")),
+                })
+            }
+            "path" => {
+                s.path = Some(PathBuf::from(
+                    val.as_str()
+                        .filter(|p| !p.is_empty())
+                        .ok_or_else(|| store_err(k, val, "must be a non-empty path"))?,
+                ))
+            }
+            "idle_ttl" => s.idle_ttl = duration(k, val, std::time::Duration::from_secs(1))?,
+            "lock_timeout" => {
+                s.lock_timeout = duration(k, val, std::time::Duration::from_millis(1))?
+            }
+            "fail_closed" => {
+                s.fail_closed = val
+                    .as_bool()
+                    .ok_or_else(|| store_err(k, val, "must be a boolean (true or false)"))?
+            }
+            _ => {
+                return Err(ConfigError {
+                    key: format!("store.{k}"),
+                    value: "(set)".into(),
+                    rule: format!(
+                        "unknown key; valid keys here are: {}",
+                        STORE_KEYS
+                            .iter()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
+            }
+        }
+    }
+    Ok(s)
+}
+
+impl StoreSettings {
+    /// The SQLite file: `$LOOPBRAKE_STATE`, else `[store] path`, else
+    /// `$XDG_STATE_HOME/loopbrake/state.db` (or `~/.local/state/loopbrake/state.db`).
+    pub fn sqlite_path(&self, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+        if let Some(p) = env("LOOPBRAKE_STATE").filter(|p| !p.is_empty()) {
+            return PathBuf::from(p);
+        }
+        if let Some(p) = &self.path {
+            return p.clone();
+        }
+        let base = env("XDG_STATE_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                env("HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(|h| PathBuf::from(h).join(".local/state"))
+            })
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("loopbrake").join("state.db")
+    }
+
+    /// Opens the configured store, or `default` when `kind` is not set.
+    pub fn open(
+        &self,
+        default: StoreKind,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<std::sync::Arc<dyn loopbrake_store::Store>, loopbrake_store::StoreError> {
+        match self.kind.unwrap_or(default) {
+            StoreKind::Memory => Ok(std::sync::Arc::new(
+                loopbrake_store::MemoryStore::with_idle_ttl(
+                    self.idle_ttl.as_millis().min(u64::MAX as u128) as u64,
+                ),
+            )),
+            StoreKind::Sqlite => Ok(std::sync::Arc::new(loopbrake_store::SqliteStore::open(
+                &self.sqlite_path(env),
+                loopbrake_store::SqliteOptions {
+                    idle_ttl: self.idle_ttl,
+                    lock_timeout: self.lock_timeout,
+                },
+            )?)),
+        }
+    }
+}
 
 /// The `[protocol]` table: settings of `replay` and `serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +197,8 @@ pub struct Loaded {
     pub engine: Config,
     /// The protocol.
     pub protocol: ProtocolSettings,
+    /// The store.
+    pub store: StoreSettings,
 }
 
 fn protocol_table(v: Option<&toml::Value>) -> Result<ProtocolSettings, ConfigError> {
@@ -96,6 +258,8 @@ pub struct Settings {
     pub engine: Config,
     /// The protocol's settings.
     pub protocol: ProtocolSettings,
+    /// The store's settings.
+    pub store: StoreSettings,
     /// Where it came from.
     pub source: Source,
 }
@@ -191,6 +355,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
     Ok(Loaded {
         engine: Config::from_tables(table.get("streak"), table.get("breaker"), env)?,
         protocol: protocol_table(table.get("protocol"))?,
+        store: store_table(table.get("store"))?,
     })
 }
 
@@ -244,6 +409,7 @@ pub fn load_with(
     Ok(Settings {
         engine: loaded.engine,
         protocol: loaded.protocol,
+        store: loaded.store,
         source,
     })
 }

@@ -217,6 +217,12 @@ impl BreakerState {
             .any(|c| c.id == call_id && c.status == Status::Denied)
     }
 
+    /// Forgets every call waiting for a result (a host that never reports outcomes of
+    /// denied or abandoned calls closes them at the end of a batch or turn).
+    pub fn forget_open_calls(&mut self) {
+        self.inflight.clear();
+    }
+
     /// A summary for operators.
     pub fn summary(&self) -> BreakerSummary {
         let mut max_count = 0;

@@ -38,7 +38,16 @@ impl Codex {
 
 const QUIET_TOP: &[&str] = &["turn_context", "compacted"];
 
-fn output_outcome(output: &Value) -> Map<String, Value> {
+/// The exit code a Codex tool output reports in its text (`Process exited with code N`,
+/// or `Exit code: N` on a line of its own).
+pub fn exit_code_in_text(text: &str) -> Option<i64> {
+    EXIT.captures(text)
+        .and_then(|c| c.get(1).or(c.get(2)))
+        .and_then(|m| m.as_str().parse().ok())
+}
+
+/// The outcome of a Codex `function_call_output` payload's `output`.
+pub fn output_outcome(output: &Value) -> Map<String, Value> {
     let mut o = Map::new();
     // Older rollouts store `{"output": "...", "metadata": {"exit_code": N}}` as a string.
     let (text, meta_exit) = match output {
@@ -57,11 +66,7 @@ fn output_outcome(output: &Value) -> Map<String, Value> {
         Value::Object(m) => (m.get("content").map(content_text).unwrap_or_default(), None),
         other => (content_text(other), None),
     };
-    let exit = meta_exit.or_else(|| {
-        EXIT.captures(&text)
-            .and_then(|c| c.get(1).or(c.get(2)))
-            .and_then(|m| m.as_str().parse().ok())
-    });
+    let exit = meta_exit.or_else(|| exit_code_in_text(&text));
     if let Some(e) = exit {
         o.insert("exit_code".into(), json!(e));
     }

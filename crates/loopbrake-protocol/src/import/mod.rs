@@ -6,7 +6,7 @@
 //! counted in [`Warnings`], never fatal.
 
 mod claude;
-mod codex;
+pub mod codex;
 mod trajectory;
 
 pub use claude::ClaudeCode;

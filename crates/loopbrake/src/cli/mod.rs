@@ -2,7 +2,9 @@
 
 mod config;
 mod explain;
+mod hook;
 mod replay;
+mod sessions;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,12 +48,69 @@ enum Command {
         #[arg(long, required = true)]
         stdio: bool,
     },
+    /// Handle one coding-agent hook event (stdin JSON) and answer on stdout. Never
+    /// blocks the host by accident: on its own failure it lets the call run (unless
+    /// `[store] fail_closed = true`).
+    Hook {
+        /// The host's dialect.
+        #[arg(value_enum)]
+        dialect: HookDialect,
+    },
+    /// Install loopbrake's hooks into Claude Code's or Codex's settings (or remove them).
+    Init {
+        /// The host.
+        #[arg(value_enum)]
+        dialect: HookDialect,
+        /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json): the default.
+        #[arg(long, conflicts_with = "project")]
+        user: bool,
+        /// This project's settings (.claude/settings.json, .codex/hooks.json).
+        #[arg(long)]
+        project: bool,
+        /// Remove loopbrake's hooks instead.
+        #[arg(long)]
+        remove: bool,
+    },
+    /// List stored sessions, or reset one.
+    Sessions {
+        #[command(subcommand)]
+        action: Option<SessionsCommand>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show how a call is identified: canonical JSON, hash, and every fingerprint.
     Explain {
         /// Tool name, e.g. `bash`.
         tool: String,
         /// Arguments as JSON, e.g. '{"command":"ls"}'; `-` reads them from stdin.
         args: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HookDialect {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+}
+
+impl From<HookDialect> for loopbrake_hooks::Dialect {
+    fn from(d: HookDialect) -> Self {
+        match d {
+            HookDialect::Claude => loopbrake_hooks::Dialect::Claude,
+            HookDialect::Codex => loopbrake_hooks::Dialect::Codex,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// Forget one session (its counts, streaks, exemptions and refusals).
+    Reset {
+        /// The session key, as `loopbrake sessions` lists it.
+        key: String,
     },
 }
 
@@ -90,5 +149,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             &files,
         ),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
+        Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
+        Command::Init {
+            dialect,
+            user: _,
+            project,
+            remove,
+        } => hook::init(dialect.into(), project, remove),
+        Command::Sessions { action, json } => match action {
+            None => sessions::list(cli.config.as_deref(), json),
+            Some(SessionsCommand::Reset { key }) => sessions::reset(cli.config.as_deref(), &key),
+        },
     }
 }

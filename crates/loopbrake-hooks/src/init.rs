@@ -1,0 +1,204 @@
+//! Installing loopbrake's hooks into a host's settings (`loopbrake init`): a pure merge
+//! over the settings JSON, idempotent, leaving every other hook and setting as it was.
+//! Reading, backing up and writing the file is the caller's job.
+
+use crate::Dialect;
+use serde_json::{json, Map, Value};
+
+/// Which events get which handler: (event, matcher, timeout in seconds).
+fn events(dialect: Dialect) -> &'static [(&'static str, Option<&'static str>, Option<u64>)] {
+    match dialect {
+        Dialect::Claude => &[
+            ("PreToolUse", Some("*"), Some(10)),
+            ("PostToolUse", Some("*"), Some(10)),
+            ("PostToolUseFailure", Some("*"), Some(10)),
+            ("PostToolBatch", None, Some(10)),
+            ("UserPromptSubmit", None, Some(10)),
+            ("SessionStart", None, Some(10)),
+            ("SessionEnd", None, Some(5)),
+            ("Stop", None, Some(10)),
+        ],
+        // Codex has no PostToolUseFailure and no PostToolBatch.
+        Dialect::Codex => &[
+            ("PreToolUse", Some("*"), Some(10)),
+            ("PostToolUse", Some("*"), Some(10)),
+            ("UserPromptSubmit", None, Some(10)),
+            ("SessionStart", None, Some(10)),
+            ("Stop", None, Some(10)),
+        ],
+    }
+}
+
+/// Whether a handler command is one of ours (any path to a `loopbrake` binary, for this
+/// dialect).
+pub fn is_ours(command: &str, dialect: Dialect) -> bool {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    words.windows(3).any(|w| {
+        let prog = w[0].trim_matches(['"', '\'']);
+        let base = prog.rsplit(['/', '\\']).next().unwrap_or(prog);
+        base.starts_with("loopbrake") && w[1] == "hook" && w[2] == dialect.as_str()
+    })
+}
+
+/// What an install or removal changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Events a handler was added to (or removed from).
+    pub events: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+fn hooks_obj(settings: &mut Value) -> Result<&mut Map<String, Value>, String> {
+    let root = settings
+        .as_object_mut()
+        .ok_or("the settings file does not hold a JSON object")?;
+    let hooks = root.entry("hooks").or_insert_with(|| json!({}));
+    hooks
+        .as_object_mut()
+        .ok_or_else(|| "\"hooks\" in the settings file is not an object".to_string())
+}
+
+fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
+    group
+        .get("hooks")
+        .and_then(Value::as_array)
+        .is_some_and(|hs| {
+            hs.iter().any(|h| {
+                h.get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| is_ours(c, dialect))
+            })
+        })
+}
+
+/// Adds loopbrake's handler (running `command`) to every event it needs, once.
+pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
+    let hooks = hooks_obj(settings)?;
+    let mut changes = Changes::default();
+    for (event, matcher, timeout) in events(dialect) {
+        let list = hooks.entry(*event).or_insert_with(|| json!([]));
+        let arr = list
+            .as_array_mut()
+            .ok_or_else(|| format!("\"hooks.{event}\" in the settings file is not an array"))?;
+        if arr.iter().any(|g| group_has_ours(g, dialect)) {
+            continue;
+        }
+        let mut handler = json!({"type": "command", "command": command});
+        if let Some(t) = timeout {
+            handler["timeout"] = json!(t);
+        }
+        let mut group = json!({"hooks": [handler]});
+        if let Some(m) = matcher {
+            group["matcher"] = json!(m);
+        }
+        arr.push(group);
+        changes.events.push(event.to_string());
+    }
+    Ok(changes)
+}
+
+/// Removes every loopbrake handler of this dialect; groups and events left empty go too.
+pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String> {
+    let mut changes = Changes::default();
+    let Some(root) = settings.as_object_mut() else {
+        return Err("the settings file does not hold a JSON object".into());
+    };
+    let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) else {
+        return Ok(changes);
+    };
+    let names: Vec<String> = hooks.keys().cloned().collect();
+    for event in names {
+        let Some(arr) = hooks.get_mut(&event).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let before = arr.len();
+        let mut touched = false;
+        for group in arr.iter_mut() {
+            if let Some(hs) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                let n = hs.len();
+                hs.retain(|h| {
+                    !h.get("command")
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| is_ours(c, dialect))
+                });
+                touched |= hs.len() != n;
+            }
+        }
+        arr.retain(|g| {
+            g.get("hooks")
+                .and_then(Value::as_array)
+                .is_none_or(|hs| !hs.is_empty())
+        });
+        if touched || arr.len() != before {
+            changes.events.push(event.clone());
+        }
+        if arr.is_empty() {
+            hooks.remove(&event);
+        }
+    }
+    if hooks.is_empty() {
+        root.remove("hooks");
+    }
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_merges_is_idempotent_and_remove_undoes_it() {
+        let original = json!({
+            "model": "opus",
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-guard"}]}]}
+        });
+        let mut s = original.clone();
+        let c = install(
+            &mut s,
+            Dialect::Claude,
+            "/usr/local/bin/loopbrake hook claude",
+        )
+        .unwrap();
+        assert_eq!(c.events.len(), 8);
+        assert_eq!(
+            s["hooks"]["PreToolUse"].as_array().unwrap().len(),
+            2,
+            "the user's own hook stays"
+        );
+        let again = s.clone();
+        assert!(
+            install(&mut s, Dialect::Claude, "/other/path/loopbrake hook claude")
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(s, again);
+        let r = remove(&mut s, Dialect::Claude).unwrap();
+        assert_eq!(r.events.len(), 8);
+        assert_eq!(s, original);
+    }
+
+    #[test]
+    fn codex_gets_its_own_events_and_bad_files_are_refused() {
+        let mut s = json!({});
+        let c = install(&mut s, Dialect::Codex, "loopbrake hook codex").unwrap();
+        assert!(!c.events.contains(&"PostToolUseFailure".to_string()));
+        assert!(install(&mut json!([]), Dialect::Codex, "x").is_err());
+        assert!(install(
+            &mut json!({"hooks": {"PreToolUse": {}}}),
+            Dialect::Codex,
+            "x"
+        )
+        .is_err());
+        assert!(
+            is_ours("\"/opt/my tools/loopbrake\" hook codex", Dialect::Codex)
+                || is_ours("/opt/loopbrake hook codex", Dialect::Codex)
+        );
+        assert!(!is_ours("loopbrake hook claude", Dialect::Codex));
+    }
+}

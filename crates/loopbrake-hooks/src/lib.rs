@@ -1,0 +1,400 @@
+//! The coding-agent hook adapter: one hook event (Claude Code's or Codex's command-hook
+//! JSON on stdin) in, the host's answer out. Also [`init`]: installing the hooks into a
+//! host's settings file.
+//!
+//! Mapping (hosts.md sections 1, 2 and 10):
+//! - `PreToolUse` → [`Engine::pre`]. Deny: `permissionDecision: "deny"` with the model's
+//!   text as the reason. Ask: `permissionDecision: "ask"` with the operator's reason.
+//!   Advise: `additionalContext` only. Allow: no output (never `"allow"`, which would skip
+//!   the user's own permission prompt).
+//! - `PostToolUse` / `PostToolUseFailure` → [`Engine::post`] (an asked call that ran was
+//!   approved); failure advisories as `additionalContext`.
+//! - `UserPromptSubmit` → a new turn: the session and its sub-agents start afresh.
+//! - `Stop`, `PostToolBatch`, `SubagentStop` → calls that never got an outcome are closed.
+//! - `SessionEnd` → the session is forgotten. `SessionStart` and others: nothing.
+//!
+//! Session key: `session_id`, plus `#agent:<agent_id>` when a sub-agent calls.
+//! When loopbrake itself fails, the hook never blocks by accident: no output (the host's
+//! normal flow applies) and a warning, unless `fail_closed` is set, in which case a
+//! `PreToolUse` is denied with a message saying why.
+#![deny(missing_docs)]
+
+pub mod init;
+
+use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
+use loopbrake_store::{update, Store};
+use serde_json::{json, Value};
+use std::io::{Read, Seek, SeekFrom};
+
+/// The largest hook payload read (a `Write` of a large file arrives whole).
+pub const MAX_PAYLOAD: usize = 64 << 20;
+/// Host limit on a hook's output strings (Claude Code caps them at 10,000 characters).
+const MAX_OUTPUT_CHARS: usize = 9_500;
+
+/// Which host's dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+}
+
+impl Dialect {
+    /// `claude` or `codex`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Claude => "claude",
+            Dialect::Codex => "codex",
+        }
+    }
+}
+
+/// What the hook process prints and logs. It always exits 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// The JSON to print on stdout, if any.
+    pub stdout: Option<String>,
+    /// Problems to report on stderr and in the log (never argument values).
+    pub warnings: Vec<String>,
+}
+
+/// What the adapter needs.
+pub struct Context<'a> {
+    /// The engines.
+    pub engine: &'a Engine,
+    /// The store, or why it could not be opened.
+    pub store: Result<&'a dyn Store, String>,
+    /// Refuse `PreToolUse` calls when loopbrake itself fails.
+    pub fail_closed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HookError {
+    #[error("{0}")]
+    Payload(String),
+    #[error("{0}")]
+    Store(String),
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+}
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= MAX_OUTPUT_CHARS {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(MAX_OUTPUT_CHARS).collect();
+        t.push_str("… (cut)");
+        t
+    }
+}
+
+fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// Handles one hook invocation's stdin.
+pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
+    let payload: Result<Value, String> = std::str::from_utf8(input)
+        .map_err(|_| "the hook payload is not valid UTF-8".to_string())
+        .and_then(|t| {
+            serde_json::from_str(t).map_err(|e| {
+                format!(
+                    "the hook payload is not JSON (line {}, column {})",
+                    e.line(),
+                    e.column()
+                )
+            })
+        });
+    let event = payload
+        .as_ref()
+        .ok()
+        .and_then(|p| str_field(p, "hook_event_name"))
+        .unwrap_or("")
+        .to_string();
+    let result = match (&payload, &ctx.store) {
+        (Err(e), _) => Err(HookError::Payload(e.clone())),
+        (Ok(_), Err(e)) => Err(HookError::Store(e.clone())),
+        (Ok(p), Ok(store)) => dispatch(dialect, &event, p, ctx.engine, *store),
+    };
+    let mut reply = Reply::default();
+    if let Ok(store) = &ctx.store {
+        reply.warnings.extend(store.take_warnings());
+    }
+    match result {
+        Ok(stdout) => reply.stdout = stdout,
+        Err(e) => {
+            let what = if event.is_empty() {
+                "a hook event".to_string()
+            } else {
+                event.clone()
+            };
+            reply.warnings.push(format!("could not handle {what}: {e}"));
+            // Fail closed only where there is something to refuse, and only when asked.
+            if ctx.fail_closed && (event == "PreToolUse" || event.is_empty()) {
+                reply.stdout = Some(pre_output(
+                    "deny",
+                    &format!(
+                        "loopbrake could not judge this call ({e}), and its configuration refuses calls it cannot judge \
+                         ([store] fail_closed = true). Tell the user; do not retry the same call."
+                    ),
+                ));
+            }
+        }
+    }
+    reply
+}
+
+fn pre_output(decision: &str, reason: &str) -> String {
+    json!({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": clip(reason),
+    }})
+    .to_string()
+}
+
+fn context_output(event: &str, text: &str) -> String {
+    json!({"hookSpecificOutput": {"hookEventName": event, "additionalContext": clip(text)}})
+        .to_string()
+}
+
+fn session_key(p: &Value) -> Result<String, HookError> {
+    let session = str_field(p, "session_id")
+        .ok_or_else(|| HookError::Payload("the payload has no session_id".into()))?;
+    Ok(match str_field(p, "agent_id") {
+        Some(agent) => format!("{session}#agent:{agent}"),
+        None => session.to_string(),
+    })
+}
+
+/// The call id: the host's `tool_use_id`, or, without one, an id derived from the call
+/// itself so that its pre and post events still pair.
+fn call_id(p: &Value, tool: &str, args: &Value) -> String {
+    match str_field(p, "tool_use_id") {
+        Some(id) => id.to_string(),
+        None => {
+            let h = loopbrake_core::canonical::call_hash(tool, args).unwrap_or_default();
+            format!("h-{}", loopbrake_core::canonical::hash_prefix(&h))
+        }
+    }
+}
+
+fn store_err(e: loopbrake_store::StoreError) -> HookError {
+    HookError::Store(e.to_string())
+}
+
+fn dispatch(
+    dialect: Dialect,
+    event: &str,
+    p: &Value,
+    engine: &Engine,
+    store: &dyn Store,
+) -> Result<Option<String>, HookError> {
+    match event {
+        "PreToolUse" => pre_tool_use(p, engine, store),
+        "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, engine, store),
+        "UserPromptSubmit" => {
+            let key = session_key(p)?;
+            for k in with_agents(store, &key)? {
+                update(store, &k, |st| engine.user_message(st)).map_err(store_err)?;
+            }
+            Ok(None)
+        }
+        "Stop" | "PostToolBatch" | "SubagentStop" => {
+            let key = session_key(p)?;
+            let keys = if event == "Stop" {
+                with_agents(store, &key)?
+            } else {
+                vec![key]
+            };
+            for k in keys {
+                if store.get(&k).map_err(store_err)?.is_some() {
+                    update(store, &k, |st| engine.close_open_calls(st)).map_err(store_err)?;
+                }
+            }
+            Ok(None)
+        }
+        "SessionEnd" => {
+            let key = session_key(p)?;
+            for k in with_agents(store, &key)? {
+                store.remove(&k).map_err(store_err)?;
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The session and its sub-agent sessions (only the main key carries the prefix).
+fn with_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, HookError> {
+    let mut keys = vec![key.to_string()];
+    if !key.contains("#agent:") {
+        keys.extend(
+            store
+                .keys_with_prefix(&format!("{key}#agent:"))
+                .map_err(store_err)?,
+        );
+    }
+    Ok(keys)
+}
+
+fn pre_tool_use(
+    p: &Value,
+    engine: &Engine,
+    store: &dyn Store,
+) -> Result<Option<String>, HookError> {
+    let key = session_key(p)?;
+    let tool = str_field(p, "tool_name")
+        .ok_or_else(|| HookError::Payload("PreToolUse without tool_name".into()))?;
+    let empty = json!({});
+    let args = p.get("tool_input").unwrap_or(&empty);
+    let id = call_id(p, tool, args);
+    let call = Call {
+        session: &key,
+        id: &id,
+        tool,
+        args,
+    };
+    let d = update(store, &key, |st| engine.pre(st, &call)).map_err(store_err)??;
+    Ok(match d.verdict {
+        Verdict::Allow => None,
+        Verdict::Advise => {
+            let text: Vec<&str> = d.advisories.iter().map(|a| a.text.as_str()).collect();
+            Some(context_output("PreToolUse", &text.join("\n\n")))
+        }
+        Verdict::Ask => Some(pre_output("ask", d.message.as_deref().unwrap_or_default())),
+        Verdict::Deny => Some(pre_output("deny", d.message.as_deref().unwrap_or_default())),
+    })
+}
+
+fn response_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(o) => {
+            if let Some(content) = o.get("content") {
+                return response_text(content);
+            }
+            let parts: Vec<&str> = ["stdout", "stderr", "output", "error"]
+                .iter()
+                .filter_map(|k| o.get(*k).and_then(Value::as_str))
+                .filter(|s| !s.is_empty())
+                .collect();
+            parts.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// The outcome a post event reports.
+pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
+    let mut o = Outcome::default();
+    if event == "PostToolUseFailure" {
+        let err = p.get("error").map(response_text).unwrap_or_default();
+        if p.get("is_interrupt") == Some(&Value::Bool(true)) {
+            o.aborted = Some(true);
+        } else if let Some(code) = err
+            .lines()
+            .next()
+            .and_then(|l| l.trim().strip_prefix("Exit code "))
+            .and_then(|n| n.trim().parse().ok())
+        {
+            o.exit_code = Some(code);
+        } else {
+            o.is_error = Some(true);
+        }
+        o.text = Some(err);
+        return o;
+    }
+    let resp = p.get("tool_response").cloned().unwrap_or(Value::Null);
+    if resp.get("interrupted") == Some(&Value::Bool(true)) {
+        o.aborted = Some(true);
+    }
+    if resp.get("isError") == Some(&Value::Bool(true))
+        || resp.get("is_error") == Some(&Value::Bool(true))
+    {
+        o.is_error = Some(true);
+    }
+    let text = response_text(&resp);
+    if dialect == Dialect::Codex {
+        // Codex reports no exit code in the hook payload: look for it in the rollout
+        // transcript (the same function_call_output the model saw), then in the text.
+        let id = str_field(p, "tool_use_id");
+        o.exit_code = id
+            .and_then(|id| {
+                str_field(p, "transcript_path")
+                    .and_then(|t| codex_exit_code(std::path::Path::new(t), id))
+            })
+            .or_else(|| loopbrake_protocol::import::codex::exit_code_in_text(&text));
+    }
+    o.text = Some(text);
+    o
+}
+
+/// Reads the tail of a Codex rollout file for the output of call `id` and returns its exit
+/// code. Bounded: at most the last 4 MiB are read. Best effort: `None` when not found.
+pub fn codex_exit_code(path: &std::path::Path, id: &str) -> Option<i64> {
+    const TAIL: u64 = 4 << 20;
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut buf = Vec::new();
+    f.take(TAIL).read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    for line in text.lines().rev() {
+        if !line.contains(id) || !line.contains("output") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let payload = v.get("payload")?;
+        if payload.get("call_id").and_then(Value::as_str) != Some(id) {
+            continue;
+        }
+        let out = loopbrake_protocol::import::codex::output_outcome(
+            payload.get("output").unwrap_or(&Value::Null),
+        );
+        return out.get("exit_code").and_then(Value::as_i64);
+    }
+    None
+}
+
+fn post_tool_use(
+    dialect: Dialect,
+    event: &str,
+    p: &Value,
+    engine: &Engine,
+    store: &dyn Store,
+) -> Result<Option<String>, HookError> {
+    let key = session_key(p)?;
+    let tool = str_field(p, "tool_name").unwrap_or("");
+    let empty = json!({});
+    let args = p.get("tool_input").unwrap_or(&empty);
+    let id = call_id(p, tool, args);
+    let outcome = outcome_of(dialect, event, p);
+    let post = update(store, &key, |st| {
+        // A post event for an asked call means the operator approved it and it ran.
+        if st.breaker.pending_asks().iter().any(|x| x == &id) {
+            let _ = engine.answer(st, &id, true);
+        }
+        engine.post(st, &id, &outcome)
+    })
+    .map_err(store_err)?;
+    let post = match post {
+        Ok(p) => p,
+        // A call this hook never saw (installed mid-call, or already closed): nothing to do.
+        Err(EngineError::UnknownCall(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if post.advisories.is_empty() {
+        return Ok(None);
+    }
+    let text: Vec<&str> = post.advisories.iter().map(|a| a.text.as_str()).collect();
+    Ok(Some(context_output(event, &text.join("\n\n"))))
+}

@@ -1,0 +1,346 @@
+//! Contract tests: the recorded payloads of hosts.md in, the exact stdout out.
+
+use loopbrake_core::config::{no_env, Config};
+use loopbrake_core::Engine;
+use loopbrake_hooks::{codex_exit_code, handle, outcome_of, Context, Dialect};
+use loopbrake_store::{MemoryStore, Store};
+use serde_json::{json, Value};
+
+fn engine(toml: &str) -> Engine {
+    Engine::new(Config::from_toml_str(toml, &no_env).unwrap())
+}
+
+fn run(dialect: Dialect, engine: &Engine, store: &dyn Store, payload: &Value) -> Option<String> {
+    let ctx = Context {
+        engine,
+        store: Ok(store),
+        fail_closed: false,
+    };
+    let r = handle(dialect, payload.to_string().as_bytes(), &ctx);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    r.stdout
+}
+
+/// The PreToolUse payload observed from Claude Code 2.1.332 (hosts.md 1.3).
+fn claude_pre(id: &str, command: &str, description: &str) -> Value {
+    json!({
+        "session_id": "c45be149-797d-4c0a-83c6-88c28af53022",
+        "transcript_path": "/tmp/cfg/projects/-work-project/c45be149-797d-4c0a-83c6-88c28af53022.jsonl",
+        "cwd": "/home/me/project",
+        "prompt_id": "cee02e9c-e024-414e-9c46-4656072e47c6",
+        "permission_mode": "default",
+        "effort": { "level": "medium" },
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": command, "description": description },
+        "tool_use_id": id
+    })
+}
+
+#[test]
+fn claude_allow_prints_nothing_and_the_third_identical_call_is_denied() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    assert_eq!(
+        run(
+            Dialect::Claude,
+            &e,
+            &store,
+            &claude_pre("toolu_A1", "echo deny-me", "second")
+        ),
+        None
+    );
+    assert_eq!(
+        run(
+            Dialect::Claude,
+            &e,
+            &store,
+            &claude_pre("toolu_A2", "echo deny-me", "second")
+        ),
+        None
+    );
+    let out = run(
+        Dialect::Claude,
+        &e,
+        &store,
+        &claude_pre("toolu_A3", "echo deny-me", "second"),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let reason = v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prefix = &reason[reason.find("(call ").unwrap() + 6..reason.find('…').unwrap()];
+    assert_eq!(
+        out,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": format!("loop brake: tool \"Bash\" called 3 times in a row with identical arguments (call {prefix}…, limit 3); the call was denied before it ran. Change the arguments, call a different tool, or stop.")
+        }})
+        .to_string()
+    );
+    assert!(
+        !out.contains("\"allow\""),
+        "never emit allow: it would skip the user's permission prompt"
+    );
+}
+
+#[test]
+fn advisories_go_to_additional_context_and_asks_to_the_operator() {
+    let e = engine("[streak]\nenabled = false");
+    let store = MemoryStore::new();
+    let mut last = None;
+    for i in 1..=7 {
+        let p = claude_pre(
+            &format!("toolu_{i}"),
+            "curl -s https://api.example.com/v1/x",
+            &format!("try {i}"),
+        );
+        last = run(Dialect::Claude, &e, &store, &p);
+        let post = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": p["tool_input"], "tool_use_id": format!("toolu_{i}"),
+            "tool_response": {"stdout": "{}", "stderr": "", "interrupted": false, "isImage": false, "noOutputExpected": false}});
+        assert_eq!(run(Dialect::Claude, &e, &store, &post), None);
+    }
+    let v: Value = serde_json::from_str(&last.unwrap()).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+    assert!(v["hookSpecificOutput"].get("permissionDecision").is_none());
+    assert!(v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().starts_with("CONVERGENCE_CHECK: you are repeating yourself — host:api.example.com has come up 7 times"));
+    for i in 8..=11 {
+        let p = claude_pre(
+            &format!("toolu_{i}"),
+            "curl -s https://api.example.com/v1/x",
+            &format!("try {i}"),
+        );
+        run(Dialect::Claude, &e, &store, &p);
+    }
+    let out = run(
+        Dialect::Claude,
+        &e,
+        &store,
+        &claude_pre("toolu_12", "curl -s https://api.example.com/v1/x", "again"),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "ask");
+    assert!(v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .contains("REST OF THIS TURN"));
+    // The operator approved: the call ran and its PostToolUse arrives.
+    let post = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "curl -s https://api.example.com/v1/x", "description": "again"}, "tool_use_id": "toolu_12",
+        "tool_response": {"stdout": "{}", "stderr": "", "interrupted": false}});
+    run(Dialect::Claude, &e, &store, &post);
+    // Exempt for the rest of the turn: the next identical call is not asked about.
+    let out = run(
+        Dialect::Claude,
+        &e,
+        &store,
+        &claude_pre("toolu_13", "curl -s https://api.example.com/v1/x", "more"),
+    );
+    assert!(
+        out.as_ref()
+            .is_none_or(|o| !o.contains("permissionDecision")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_declined_ask_is_settled_by_the_next_event_and_denies_thereafter() {
+    let e = engine("[streak]\nenabled = false\n[breaker]\nlimits = { exact = 2 }\nwarn_at = 0\nsummarize_at = 0");
+    let store = MemoryStore::new();
+    run(Dialect::Claude, &e, &store, &claude_pre("t1", "ls", "x"));
+    let asked = run(Dialect::Claude, &e, &store, &claude_pre("t2", "ls", "x")).unwrap();
+    assert!(asked.contains("\"ask\""));
+    // No PostToolUse for t2 (the user declined): the next call of the session arrives.
+    let out = run(Dialect::Claude, &e, &store, &claude_pre("t3", "ls", "x")).unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .contains("was NOT granted"));
+}
+
+#[test]
+fn failures_from_post_tool_use_failure_feed_the_failure_track() {
+    let e = engine("[streak]\nenabled = false");
+    let store = MemoryStore::new();
+    let mut outs = Vec::new();
+    for i in 1..=3 {
+        let pre = claude_pre(
+            &format!("f{i}"),
+            "echo failing; exit 3",
+            &format!("attempt {i}"),
+        );
+        run(Dialect::Claude, &e, &store, &pre);
+        let post = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "PostToolUseFailure",
+            "tool_name": "Bash", "tool_input": pre["tool_input"], "tool_use_id": format!("f{i}"),
+            "error": "Exit code 3\nfailing", "is_interrupt": false, "duration_ms": 10});
+        outs.push(run(Dialect::Claude, &e, &store, &post));
+    }
+    assert_eq!(outs[0], None);
+    let v: Value = serde_json::from_str(outs[2].as_ref().unwrap()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["hookEventName"],
+        "PostToolUseFailure"
+    );
+    assert!(v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .contains("has failed 3 times in a row — the command exited 3"));
+}
+
+#[test]
+fn outcomes_from_payloads() {
+    let fail = json!({"error": "Exit code 3\nfailing", "is_interrupt": false});
+    assert_eq!(
+        outcome_of(Dialect::Claude, "PostToolUseFailure", &fail).exit_code,
+        Some(3)
+    );
+    let mcp = json!({"error": "MCP error -32602: Input validation error", "is_interrupt": false});
+    assert_eq!(
+        outcome_of(Dialect::Claude, "PostToolUseFailure", &mcp).is_error,
+        Some(true)
+    );
+    let interrupted = json!({"error": "Interrupted", "is_interrupt": true});
+    assert_eq!(
+        outcome_of(Dialect::Claude, "PostToolUseFailure", &interrupted).aborted,
+        Some(true)
+    );
+    let mcp_ok = json!({"tool_response": [{"type": "text", "text": "Echo: hi"}]});
+    assert_eq!(
+        outcome_of(Dialect::Claude, "PostToolUse", &mcp_ok)
+            .text
+            .as_deref(),
+        Some("Echo: hi")
+    );
+    // Codex: output text only (hosts.md 2.2); the exit code is looked for in the text…
+    let codex = json!({"tool_response": "failing\n", "tool_use_id": "call_B2"});
+    assert_eq!(
+        outcome_of(Dialect::Codex, "PostToolUse", &codex).exit_code,
+        None
+    );
+    let codex2 =
+        json!({"tool_response": "Process exited with code 3\nfailing\n", "tool_use_id": "call_B2"});
+    assert_eq!(
+        outcome_of(Dialect::Codex, "PostToolUse", &codex2).exit_code,
+        Some(3)
+    );
+    // …and in the rollout transcript, when there.
+    let dir = std::env::temp_dir().join(format!("lb-rollout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rollout = dir.join("rollout.jsonl");
+    std::fs::write(
+        &rollout,
+        concat!(
+            r#"{"timestamp":"t","type":"session_meta","payload":{"id":"x"}}"#,
+            "\n",
+            r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call_output","call_id":"call_B2","output":"Process exited with code 3\nfailing"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(codex_exit_code(&rollout, "call_B2"), Some(3));
+    assert_eq!(codex_exit_code(&rollout, "call_ZZ"), None);
+    let codex3 =
+        json!({"tool_response": "failing\n", "tool_use_id": "call_B2", "transcript_path": rollout});
+    assert_eq!(
+        outcome_of(Dialect::Codex, "PostToolUse", &codex3).exit_code,
+        Some(3)
+    );
+}
+
+#[test]
+fn user_prompt_resets_the_session_and_its_sub_agents_and_session_end_forgets() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    let mut sub = claude_pre("s1", "ls", "x");
+    sub["agent_id"] = json!("agent-7");
+    run(Dialect::Claude, &e, &store, &sub);
+    run(Dialect::Claude, &e, &store, &claude_pre("m1", "ls", "x"));
+    assert_eq!(
+        store.list().unwrap().len(),
+        2,
+        "the sub-agent has its own session"
+    );
+    let prompt = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "UserPromptSubmit", "prompt": "run the commands"});
+    run(Dialect::Claude, &e, &store, &prompt);
+    for s in store.list().unwrap() {
+        assert_eq!(s.state, Default::default(), "{} was reset", s.key);
+    }
+    let end = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "SessionEnd", "reason": "other"});
+    run(Dialect::Claude, &e, &store, &end);
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn the_codex_payload_is_judged_the_same_way() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    let pre = |id: &str| {
+        json!({"session_id": "01a227f8-32d2-7db0-bfba-fa7b089d44da", "turn_id": "01a227f8-32ee-77b3-8e1f-f48da432727e",
+            "transcript_path": "/nonexistent/rollout.jsonl", "cwd": "/home/me/project", "hook_event_name": "PreToolUse",
+            "model": "mock-model", "permission_mode": "bypassPermissions", "tool_name": "Bash",
+            "tool_input": {"command": "echo deny-me"}, "tool_use_id": id})
+    };
+    assert_eq!(run(Dialect::Codex, &e, &store, &pre("call_A1")), None);
+    assert_eq!(run(Dialect::Codex, &e, &store, &pre("call_A2")), None);
+    let out = run(Dialect::Codex, &e, &store, &pre("call_B2")).unwrap();
+    assert!(out.contains("\"permissionDecision\":\"deny\""));
+}
+
+#[test]
+fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
+    let e = engine("");
+    let pre = claude_pre("x", "ls", "d").to_string();
+    let open = Context {
+        engine: &e,
+        store: Err("sqlite /x/state.db: database is locked".into()),
+        fail_closed: false,
+    };
+    let r = handle(Dialect::Claude, pre.as_bytes(), &open);
+    assert_eq!(
+        r.stdout, None,
+        "fail-open: the normal permission flow applies"
+    );
+    assert_eq!(
+        r.warnings,
+        ["could not handle PreToolUse: sqlite /x/state.db: database is locked"]
+    );
+    let closed = Context {
+        engine: &e,
+        store: Err("sqlite /x/state.db: database is locked".into()),
+        fail_closed: true,
+    };
+    let r = handle(Dialect::Claude, pre.as_bytes(), &closed);
+    let v: Value = serde_json::from_str(r.stdout.as_ref().unwrap()).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .contains("fail_closed"));
+    // A corrupt payload never reaches the engine, and never echoes its content.
+    let store = MemoryStore::new();
+    let ok_store = Context {
+        engine: &e,
+        store: Ok(&store),
+        fail_closed: false,
+    };
+    let r = handle(
+        Dialect::Claude,
+        b"{\"hook_event_name\": \"PreToolUse\", \"tool_input\": {\"command\": \"sk-secret",
+        &ok_store,
+    );
+    assert_eq!(r.stdout, None);
+    assert!(!r.warnings[0].contains("sk-secret"));
+    // Post events are never refused, even fail-closed.
+    let post = json!({"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "x"}).to_string();
+    assert_eq!(
+        handle(Dialect::Claude, post.as_bytes(), &closed).stdout,
+        None
+    );
+}

@@ -1,0 +1,403 @@
+//! The embedded store: one SQLite file shared by every process of one machine (hook
+//! processes above all). WAL mode; every update is one `BEGIN IMMEDIATE` transaction, so
+//! parallel processes never lose an update and a process killed mid-decision leaves the
+//! file as it was before or after that decision, never in between.
+
+use crate::{SessionInfo, Store, StoreError};
+use loopbrake_core::SessionState;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Schema version written to `meta`.
+const SCHEMA: i64 = 1;
+/// How often (at most) idle sessions are swept, in milliseconds.
+const SWEEP_EVERY_MS: i64 = 10 * 60 * 1000;
+
+/// Options of the embedded store.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Sessions idle longer than this are forgotten.
+    pub idle_ttl: Duration,
+    /// How long to wait for another process's transaction before giving up.
+    pub lock_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            idle_ttl: Duration::from_secs(7 * 24 * 3600),
+            lock_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Session state in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+    opts: SqliteOptions,
+    warnings: Mutex<Vec<String>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`. The directory is created with
+    /// owner-only permissions, and so is the file.
+    pub fn open(path: &Path, opts: SqliteOptions) -> Result<Self, StoreError> {
+        let err = |m: String| StoreError::Unavailable {
+            store: format!("sqlite {}", path.display()),
+            message: m,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            create_private_dir(dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        create_private_file(path).map_err(|e| err(format!("cannot create the file: {e}")))?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        conn.busy_timeout(opts.lock_timeout)
+            .map_err(|e| err(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| err(e.to_string()))?;
+        // WAL + NORMAL: a crashed process never corrupts the file; a power cut may lose the
+        // last decisions, which only makes the brake forget a little.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| err(e.to_string()))?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS sessions (
+                 key TEXT PRIMARY KEY,
+                 state BLOB NOT NULL,
+                 updated_ms INTEGER NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_ms);
+             CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+        )
+        .map_err(|e| err(e.to_string()))?;
+        let version: Option<i64> = conn
+            .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| err(e.to_string()))?;
+        match version {
+            None => {
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?1)",
+                    params![SCHEMA],
+                )
+                .map_err(|e| err(e.to_string()))?;
+            }
+            Some(v) if v > SCHEMA => return Err(err(format!(
+                "the file was written by a newer loopbrake (schema {v}, this one knows {SCHEMA})"
+            ))),
+            Some(_) => {}
+        }
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+            opts,
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable {
+            store: self.describe(),
+            message: e.to_string(),
+        }
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.opts.idle_ttl.as_millis().min(i64::MAX as u128) as i64
+    }
+
+    fn decode(&self, key: &str, bytes: &[u8]) -> Option<SessionState> {
+        match serde_json::from_slice(bytes) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                    "{}: the stored state of one session could not be decoded ({e}); it starts afresh",
+                    self.describe()
+                ));
+                let _ = key;
+                None
+            }
+        }
+    }
+
+    /// Checks the file's integrity (`PRAGMA integrity_check`): `Ok` when sound.
+    pub fn integrity_check(&self) -> Result<(), StoreError> {
+        let r: String = self
+            .conn()
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if r == "ok" {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt {
+                store: self.describe(),
+                message: r,
+            })
+        }
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map(|_| ())
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(|_| ())
+}
+
+impl Store for SqliteStore {
+    fn update(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&mut SessionState),
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let ttl = self.ttl_ms();
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let row: Option<(Vec<u8>, i64)> = tx
+            .query_row(
+                "SELECT state, updated_ms FROM sessions WHERE key = ?1",
+                params![session],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let mut state = match row {
+            Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => {
+                self.decode(session, &bytes).unwrap_or_default()
+            }
+            _ => SessionState::default(),
+        };
+        f(&mut state);
+        let bytes = serde_json::to_vec(&state).map_err(|e| self.err(e))?;
+        tx.execute(
+            "INSERT INTO sessions (key, state, updated_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(key) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
+            params![session, bytes, now],
+        )
+        .map_err(|e| self.err(e))?;
+        // Sweep idle sessions now and then, inside the same transaction: no daemon.
+        let last_sweep: i64 = tx
+            .query_row("SELECT v FROM meta WHERE k = 'last_sweep'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| self.err(e))?
+            .unwrap_or(0);
+        if now.saturating_sub(last_sweep) > SWEEP_EVERY_MS {
+            tx.execute(
+                "DELETE FROM sessions WHERE updated_ms < ?1",
+                params![now.saturating_sub(ttl)],
+            )
+            .map_err(|e| self.err(e))?;
+            tx.execute(
+                "INSERT INTO meta (k, v) VALUES ('last_sweep', ?1) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+                params![now],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        let row: Option<(Vec<u8>, i64)> = self
+            .conn()
+            .query_row(
+                "SELECT state, updated_ms FROM sessions WHERE key = ?1",
+                params![session],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(row
+            .filter(|(_, t)| now_ms().saturating_sub(*t) <= self.ttl_ms())
+            .map(|(b, _)| self.decode(session, &b).unwrap_or_default()))
+    }
+
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        let n = self
+            .conn()
+            .execute("DELETE FROM sessions WHERE key = ?1", params![session])
+            .map_err(|e| self.err(e))?;
+        Ok(n > 0)
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let cutoff = now_ms().saturating_sub(self.ttl_ms());
+        let rows: Vec<(String, Vec<u8>, i64)> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT key, state, updated_ms FROM sessions WHERE updated_ms >= ?1 ORDER BY key")
+                .map_err(|e| self.err(e))?;
+            let it = stmt
+                .query_map(params![cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(|e| self.err(e))?;
+            it.collect::<Result<_, _>>().map_err(|e| self.err(e))?
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(key, bytes, t)| SessionInfo {
+                state: self.decode(&key, &bytes).unwrap_or_default(),
+                key,
+                last_activity_ms: t.max(0) as u64,
+            })
+            .collect())
+    }
+
+    fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare("SELECT key FROM sessions WHERE substr(key, 1, length(?1)) = ?1")
+            .map_err(|e| self.err(e))?;
+        let it = stmt
+            .query_map(params![prefix], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?;
+        it.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite {}", self.path.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::update;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("lb-sqlite-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d.join("sub").join("state.db")
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = tmp("perm");
+        let s = SqliteStore::open(&p, SqliteOptions::default()).unwrap();
+        update(&s, "k", |st| st.streak = Default::default()).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(p.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn a_corrupt_row_starts_afresh_with_a_warning() {
+        let p = tmp("corrupt");
+        let s = SqliteStore::open(&p, SqliteOptions::default()).unwrap();
+        s.conn()
+            .execute(
+                "INSERT INTO sessions (key, state, updated_ms) VALUES ('k', x'7b7b7b', ?1)",
+                params![now_ms()],
+            )
+            .unwrap();
+        assert_eq!(s.get("k").unwrap(), Some(SessionState::default()));
+        assert_eq!(s.take_warnings().len(), 1);
+        update(&s, "k", |_| ()).unwrap();
+        assert!(s.take_warnings().len() == 1);
+        assert!(s.take_warnings().is_empty());
+        s.integrity_check().unwrap();
+    }
+
+    #[test]
+    fn expired_sessions_are_forgotten() {
+        let p = tmp("ttl");
+        let s = SqliteStore::open(
+            &p,
+            SqliteOptions {
+                idle_ttl: Duration::from_millis(0),
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        update(&s, "k", |st| st.streak = Default::default()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(s.get("k").unwrap().is_none());
+        assert!(s.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let p = tmp("schema");
+        let s = SqliteStore::open(&p, SqliteOptions::default()).unwrap();
+        s.conn()
+            .execute("UPDATE meta SET v = 99 WHERE k = 'schema'", [])
+            .unwrap();
+        drop(s);
+        let e = SqliteStore::open(&p, SqliteOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("newer loopbrake"), "{e}");
+    }
+}

@@ -1,0 +1,182 @@
+//! `loopbrake hook claude|codex` and `loopbrake init claude|codex`.
+
+use super::CliError;
+use loopbrake::settings::{self, process_env, StoreKind};
+use loopbrake::Engine;
+use loopbrake_hooks::{handle, init as hooks_init, Context, Dialect, MAX_PAYLOAD};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Appends warnings to the hook log (owner-only), next to the state file.
+fn log(path: &Path, dialect: Dialect, warnings: &[String]) {
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    if let Ok(mut f) = opts.open(path) {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        for w in warnings {
+            let _ = writeln!(f, "{now} hook {}: {w}", dialect.as_str());
+        }
+    }
+}
+
+/// Runs one hook invocation. Always exits 0: a hook must never break the host.
+pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
+    let mut input = Vec::new();
+    let read = std::io::stdin()
+        .take(MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut input);
+    let mut early: Vec<String> = Vec::new();
+    if let Err(e) = read {
+        early.push(format!("cannot read the hook payload: {e}"));
+    } else if input.len() > MAX_PAYLOAD {
+        early.push(format!("the hook payload exceeds {MAX_PAYLOAD} bytes"));
+    }
+    let loaded = settings::load(config);
+    let (engine, store_settings, cfg_error) = match loaded {
+        Ok(s) => (Engine::new(s.engine), s.store, None),
+        Err(e) => (
+            Engine::default(),
+            settings::StoreSettings::default(),
+            Some(e.to_string()),
+        ),
+    };
+    let log_path = store_settings
+        .sqlite_path(&process_env)
+        .parent()
+        .map(|d| d.join("hook.log"))
+        .unwrap_or_else(|| PathBuf::from("hook.log"));
+    let store = match (&cfg_error, early.first()) {
+        (Some(e), _) => Err(format!("configuration: {e}")),
+        (None, Some(e)) => Err(e.clone()),
+        (None, None) => store_settings
+            .open(StoreKind::Sqlite, &process_env)
+            .map_err(|e| e.to_string()),
+    };
+    let ctx = Context {
+        engine: &engine,
+        store: store.as_ref().map(|s| s.as_ref()).map_err(|e| e.clone()),
+        fail_closed: store_settings.fail_closed,
+    };
+    let reply = handle(dialect, if early.is_empty() { &input } else { b"" }, &ctx);
+    if let Some(out) = &reply.stdout {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{out}");
+        let _ = stdout.flush();
+    }
+    if !reply.warnings.is_empty() {
+        for w in &reply.warnings {
+            eprintln!("loopbrake: {w}");
+        }
+        log(&log_path, dialect, &reply.warnings);
+    }
+    ExitCode::SUCCESS
+}
+
+fn home() -> Result<PathBuf, CliError> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| "HOME is not set; use --project or set HOME".into())
+}
+
+/// The settings file `init` edits.
+fn settings_file(dialect: Dialect, project: bool) -> Result<PathBuf, CliError> {
+    Ok(match (dialect, project) {
+        (Dialect::Claude, true) => PathBuf::from(".claude/settings.json"),
+        (Dialect::Codex, true) => PathBuf::from(".codex/hooks.json"),
+        (Dialect::Claude, false) => {
+            match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d).join("settings.json"),
+                None => home()?.join(".claude/settings.json"),
+            }
+        }
+        (Dialect::Codex, false) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d).join("hooks.json"),
+            None => home()?.join(".codex/hooks.json"),
+        },
+    })
+}
+
+fn hook_command(dialect: Dialect) -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "loopbrake".to_string());
+    let exe = if exe.contains(char::is_whitespace) {
+        format!("\"{exe}\"")
+    } else {
+        exe
+    };
+    format!("{exe} hook {}", dialect.as_str())
+}
+
+pub fn init(dialect: Dialect, project: bool, remove: bool) -> Result<ExitCode, CliError> {
+    let path = settings_file(dialect, project)?;
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
+    };
+    let mut settings: serde_json::Value = match &existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{} is not valid JSON (line {}, column {}); fix it first, nothing was changed",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let changes = if remove {
+        hooks_init::remove(&mut settings, dialect)
+    } else {
+        hooks_init::install(&mut settings, dialect, &hook_command(dialect))
+    }
+    .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+    if changes.is_empty() {
+        println!(
+            "{}: already {} — nothing to change.",
+            path.display(),
+            if remove {
+                "without loopbrake's hooks"
+            } else {
+                "has loopbrake's hooks"
+            }
+        );
+    } else {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        if let Some(text) = &existing {
+            let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
+            std::fs::write(&backup, text)
+                .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
+            println!("Backup of the previous file: {}", backup.display());
+        }
+        let tmp = PathBuf::from(format!("{}.loopbrake-tmp", path.display()));
+        let body = serde_json::to_string_pretty(&settings)? + "\n";
+        std::fs::write(&tmp, body).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path)
+            .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+        println!(
+            "{} loopbrake's hooks {} {} ({}).",
+            if remove { "Removed" } else { "Installed" },
+            if remove { "from" } else { "into" },
+            path.display(),
+            changes.events.join(", ")
+        );
+    }
+    println!("{}", serde_json::to_string_pretty(&settings)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,101 @@
+//! `loopbrake sessions` and `loopbrake sessions reset KEY`: the operator's view of the store.
+
+use super::CliError;
+use loopbrake::settings::{self, process_env, StoreKind};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
+    let s = settings::load(config)?;
+    let store = s.store.open(StoreKind::Sqlite, &process_env)?;
+    let sessions = store.list()?;
+    let rows: Vec<serde_json::Value> = sessions
+        .iter()
+        .map(|info| {
+            let b = info.state.breaker.summary();
+            serde_json::json!({
+                "key": info.key,
+                "last_activity": humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(info.last_activity_ms)).to_string(),
+                "window_records": b.records,
+                "max_count": b.max_count,
+                "streak": info.state.streak.count(),
+                "streak_call": info.state.streak.current_prefix(),
+                "failure_streaks": b.failure_streaks,
+                "exemptions": b.exemptions,
+                "refusals": b.refusals,
+                "pending_asks": b.pending_asks,
+            })
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("# {} session(s) in {}", rows.len(), store.describe());
+    if rows.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<48} {:<20} {:>6} {:>5} {:>6} {:<22} {:>6} {:>7}",
+        "session",
+        "last activity",
+        "window",
+        "max",
+        "streak",
+        "failure streaks",
+        "exempt",
+        "refused"
+    );
+    for r in &rows {
+        let fails: Vec<String> = r["failure_streaks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| format!("{}×{}", f[0].as_str().unwrap_or(""), f[1]))
+            .collect();
+        let key = r["key"].as_str().unwrap_or("");
+        let key = if key.chars().count() > 47 {
+            format!("{}…", key.chars().take(46).collect::<String>())
+        } else {
+            key.to_string()
+        };
+        println!(
+            "{:<48} {:<20} {:>6} {:>5} {:>6} {:<22} {:>6} {:>7}",
+            key,
+            r["last_activity"].as_str().unwrap_or(""),
+            r["window_records"].to_string(),
+            r["max_count"].to_string(),
+            r["streak"].to_string(),
+            if fails.is_empty() {
+                "-".to_string()
+            } else {
+                fails.join(" ")
+            },
+            r["exemptions"].to_string(),
+            r["refusals"].to_string()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn reset(config: Option<&Path>, key: &str) -> Result<ExitCode, CliError> {
+    let s = settings::load(config)?;
+    let store = s.store.open(StoreKind::Sqlite, &process_env)?;
+    let mut removed = store.remove(key)?;
+    if !key.contains("#agent:") {
+        for k in store.keys_with_prefix(&format!("{key}#agent:"))? {
+            removed |= store.remove(&k)?;
+        }
+    }
+    if removed {
+        println!("Session {key} reset.");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "loopbrake: no stored session {key:?} in {}",
+            store.describe()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
