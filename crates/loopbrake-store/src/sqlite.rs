@@ -99,9 +99,11 @@ impl SqliteStore {
                 )
                 .map_err(|e| err(e.to_string()))?;
             }
-            Some(v) if v > SCHEMA => return Err(err(format!(
+            Some(v) if v > SCHEMA => {
+                return Err(err(format!(
                 "the file was written by a newer loopbrake (schema {v}, this one knows {SCHEMA})"
-            ))),
+            )))
+            }
             Some(_) => {}
         }
         Ok(SqliteStore {

@@ -1,0 +1,375 @@
+//! End to end with the real agent programs: Claude Code 2.1.332 and Codex CLI 0.171.0 from
+//! npm, run headless against a scripted stand-in model on 127.0.0.1
+//! (`tests/e2e/mock_model.py`), with `loopbrake hook` installed by `loopbrake init`.
+//! The assertions are on what the next model request contains: what the model was shown.
+//!
+//! These need the npm packages, which `scripts/test` installs (into `target/e2e-npm`) and
+//! then runs these tests with `--include-ignored`. Override the location with
+//! `LOOPBRAKE_E2E_NODE_MODULES`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn node_modules() -> PathBuf {
+    std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/e2e-npm/node_modules"))
+}
+
+fn claude_bin() -> PathBuf {
+    let p = node_modules().join("@anthropic-ai/claude-code-linux-x64/claude");
+    assert!(
+        p.exists(),
+        "{} is missing: run ./scripts/test (it installs @anthropic-ai/claude-code@2.1.332)",
+        p.display()
+    );
+    p
+}
+
+fn codex_bin() -> PathBuf {
+    let p =
+        node_modules().join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex");
+    assert!(
+        p.exists(),
+        "{} is missing: run ./scripts/test (it installs @openai/codex@0.171.0)",
+        p.display()
+    );
+    p
+}
+
+struct Mock {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("loopbrake-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start_mock(dir: &Path, command: &str, max_calls: u32) -> Mock {
+    let log = dir.join("requests.jsonl");
+    let portfile = dir.join("port");
+    let child = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mock_model.py"))
+        .arg(&log)
+        .arg(&portfile)
+        .arg(command)
+        .arg(max_calls.to_string())
+        .spawn()
+        .expect("python3 runs the stand-in model");
+    let start = Instant::now();
+    while !portfile.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the mock model did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let port = std::fs::read_to_string(&portfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Mock { child, port, log }
+}
+
+/// Runs a command with a deadline; a hung agent fails the test instead of hanging CI.
+fn run_with_deadline(mut cmd: Command, secs: u64) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the agent did not finish in {secs} s; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn loopbrake(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
+    c.env("LOOPBRAKE_STATE", dir.join("state/state.db"))
+        .env("LOOPBRAKE_CONFIG", dir.join("loopbrake.toml"))
+        .env_remove("LOOPBRAKE_MAX_REPEATS");
+    c
+}
+
+fn requests(mock: &Mock) -> Vec<Value> {
+    std::fs::read_to_string(&mock.log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
+        .collect()
+}
+
+/// The tool results the model saw in each request: (is_error, text) of the last one.
+fn claude_last_results(reqs: &[Value]) -> Vec<(bool, String)> {
+    reqs.iter()
+        .filter_map(|b| {
+            let results: Vec<&Value> = b["messages"]
+                .as_array()?
+                .iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|blk| blk["type"] == "tool_result")
+                .collect();
+            let last = results.last()?;
+            Some((last["is_error"] == true, last["content"].to_string()))
+        })
+        .collect()
+}
+
+fn setup_claude(dir: &Path, toml: &str) -> PathBuf {
+    std::fs::write(dir.join("loopbrake.toml"), toml).unwrap();
+    let cfg = dir.join("claude-config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let out = loopbrake(dir)
+        .args(["init", "claude"])
+        .env("CLAUDE_CONFIG_DIR", &cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cfg
+}
+
+fn run_claude(dir: &Path, cfg: &Path, mock: &Mock) -> std::process::Output {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = Command::new(claude_bin());
+    c.current_dir(&work)
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", mock.port),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("CLAUDE_CONFIG_DIR", cfg)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("LOOPBRAKE_STATE", dir.join("state/state.db"))
+        .env("LOOPBRAKE_CONFIG", dir.join("loopbrake.toml"))
+        .args([
+            "-p",
+            "run the command",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ]);
+    run_with_deadline(c, 240)
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn claude_code_repeating_one_bash_call_is_stopped_at_the_third() {
+    let dir = tmpdir("claude-repeat");
+    let cfg = setup_claude(&dir, "");
+    let mock = start_mock(&dir, "echo same-call", 8);
+    let out = run_claude(&dir, &cfg, &mock);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = claude_last_results(&requests(&mock));
+    assert_eq!(
+        results.len(),
+        3,
+        "two calls ran, the third was refused, the model stopped: {results:?}"
+    );
+    assert!(!results[0].0 && results[0].1.contains("same-call"));
+    assert!(!results[1].0);
+    let (is_error, text) = &results[2];
+    assert!(is_error, "the refused call is an error result");
+    assert!(
+        text.contains(r#"PreToolUse:Bash hook error: loop brake: tool \"Bash\" called 3 times in a row with identical arguments"#),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn claude_code_repeating_a_failing_command_is_advised_then_stopped() {
+    let dir = tmpdir("claude-failing");
+    let cfg = setup_claude(&dir, "[breaker]\non_limit = \"deny\"\n");
+    // --max-time changes every call: an exact counter never sees a repeat.
+    let mock = start_mock(
+        &dir,
+        "curl -sSf --max-time {n} http://127.0.0.1:{port}/missing",
+        10,
+    );
+    let out = run_claude(&dir, &cfg, &mock);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = requests(&mock);
+    let results = claude_last_results(&reqs);
+    assert_eq!(results.len(), 6, "{results:?}");
+    for (is_error, text) in &results[..5] {
+        assert!(*is_error && text.contains("Exit code 22"), "{text}");
+    }
+    // The failure advisory reached the model after the third failure, not before.
+    let advised: Vec<bool> = reqs
+        .iter()
+        .map(|b| b.to_string().contains("has failed 3 times in a row"))
+        .collect();
+    let first = advised
+        .iter()
+        .position(|a| *a)
+        .expect("the advisory arrives");
+    assert_eq!(claude_last_results(&reqs[..=first]).len(), 3);
+    let (is_error, text) = &results[5];
+    assert!(is_error);
+    assert!(
+        text.contains("REPEAT_TOOL_BLOCKED: Bash (consecutive failures)"),
+        "{text}"
+    );
+}
+
+fn setup_codex(dir: &Path, toml: &str, port: u16) -> PathBuf {
+    std::fs::write(dir.join("loopbrake.toml"), toml).unwrap();
+    let home = dir.join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\
+             [model_providers.mock]\nname = \"mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nwire_api = \"responses\"\nenv_key = \"MOCK_API_KEY\"\n"
+        ),
+    )
+    .unwrap();
+    let out = loopbrake(dir)
+        .args(["init", "codex"])
+        .env("CODEX_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    home
+}
+
+fn run_codex(dir: &Path, home: &Path) -> std::process::Output {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = Command::new(codex_bin());
+    c.current_dir(&work)
+        .env("CODEX_HOME", home)
+        .env("MOCK_API_KEY", "x")
+        .env("LOOPBRAKE_STATE", dir.join("state/state.db"))
+        .env("LOOPBRAKE_CONFIG", dir.join("loopbrake.toml"))
+        .args([
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-hook-trust",
+            "run the command",
+        ]);
+    run_with_deadline(c, 240)
+}
+
+fn codex_outputs(reqs: &[Value]) -> Vec<Vec<String>> {
+    reqs.iter()
+        .map(|b| {
+            b["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["type"] == "function_call_output")
+                .map(|i| i["output"].to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn codex_repeating_one_command_is_stopped_at_the_third() {
+    let dir = tmpdir("codex-repeat");
+    let mock = start_mock(&dir, "echo same-call", 8);
+    let home = setup_codex(&dir, "", mock.port);
+    let out = run_codex(&dir, &home);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outputs = codex_outputs(&requests(&mock));
+    let last = outputs.last().unwrap();
+    assert_eq!(last.len(), 3, "{outputs:?}");
+    assert!(last[0].contains("same-call") && last[1].contains("same-call"));
+    assert!(
+        last[2].contains(r#"Command blocked by PreToolUse hook: loop brake: tool \"Bash\" called 3 times in a row"#),
+        "{}",
+        last[2]
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn codex_repeating_a_failing_command_is_advised_then_stopped() {
+    let dir = tmpdir("codex-failing");
+    let mock = start_mock(
+        &dir,
+        "curl -sSf --max-time {n} http://127.0.0.1:{port}/missing",
+        10,
+    );
+    let home = setup_codex(&dir, "[breaker]\non_limit = \"deny\"\n", mock.port);
+    let out = run_codex(&dir, &home);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = requests(&mock);
+    let outputs = codex_outputs(&reqs);
+    let last = outputs.last().unwrap();
+    assert_eq!(last.len(), 6, "{outputs:?}");
+    let first_advised = reqs
+        .iter()
+        .position(|b| b.to_string().contains("has failed 3 times in a row"))
+        .expect("the failure advisory reaches the model (Codex reports no exit code in the hook payload)");
+    assert_eq!(outputs[first_advised].len(), 3);
+    assert!(
+        last[5].contains("REPEAT_TOOL_BLOCKED: Bash (consecutive failures)"),
+        "{}",
+        last[5]
+    );
+}

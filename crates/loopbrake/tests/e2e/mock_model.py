@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""A scripted stand-in model on 127.0.0.1 for end-to-end tests of real agent CLIs.
+
+Serves the Anthropic Messages API (POST /v1/messages, for Claude Code) and the OpenAI
+Responses API (POST /v1/responses, for Codex), streaming (SSE). The "model" is a loop:
+every turn it asks for the same shell command again, until either it has made MAX_CALLS
+calls or the last tool result carries loopbrake's denial, then it ends the turn.
+GET /missing answers 404 (a failing endpoint for curl). Every request body is appended to
+LOG as one JSON line, so tests can assert on what the model was shown.
+
+Usage: mock_model.py LOG PORTFILE COMMAND [MAX_CALLS]
+COMMAND may contain {n}, replaced by the call's number (a cosmetic variation), and
+{port}, replaced by this server's port.
+The chosen port is written to PORTFILE once the server listens.
+"""
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOG, PORTFILE, COMMAND = sys.argv[1], sys.argv[2], sys.argv[3]
+MAX_CALLS = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+DENIAL_MARKERS = ("loop brake:", "REPEAT_TOOL_BLOCKED")
+
+
+def command(n):
+    return COMMAND.replace("{n}", str(n)).replace("{port}", str(PORT))
+
+
+def log(body):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(body) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        status = 404 if self.path.startswith("/missing") else 200
+        body = b"not found\n" if status == 404 else b""
+        self.send_response(status)
+        self.send_header("content-length", str(len(body)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+    def read_body(self):
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n) if n else b"{}"
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            return {}
+
+    def sse_start(self):
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+
+    def ev(self, name, data):
+        if name:
+            self.wfile.write(f"event: {name}\n".encode())
+        self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+    def do_POST(self):
+        body = self.read_body()
+        if "count_tokens" in self.path:
+            return self.json_reply({"input_tokens": 10})
+        log({"path": self.path, "body": body})
+        if self.path.startswith("/v1/messages"):
+            return self.anthropic(body)
+        if self.path.startswith("/v1/responses"):
+            return self.openai(body)
+        self.json_reply({})
+
+    def json_reply(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    # --- Anthropic Messages API -------------------------------------------------------
+    def anthropic(self, body):
+        tools = [t.get("name") for t in body.get("tools", [])]
+        results = []
+        for m in body.get("messages", []):
+            if isinstance(m.get("content"), list):
+                results += [b for b in m["content"] if b.get("type") == "tool_result"]
+        done = len(results) >= MAX_CALLS or "Bash" not in tools or any(
+            marker in json.dumps(r.get("content")) for r in results[-1:] for marker in DENIAL_MARKERS
+        )
+        n = len(results) + 1
+        if done:
+            blocks = [{"type": "text", "text": "done"}]
+        else:
+            blocks = [{"type": "tool_use", "id": f"toolu_{n:03d}", "name": "Bash",
+                       "input": {"command": command(n)}}]
+        stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
+        if not body.get("stream"):
+            return self.json_reply({"id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model"),
+                                    "content": blocks, "stop_reason": stop, "stop_sequence": None,
+                                    "usage": {"input_tokens": 10, "output_tokens": 5}})
+        self.sse_start()
+        self.ev("message_start", {"type": "message_start", "message": {
+            "id": f"msg_{n}", "type": "message", "role": "assistant", "model": body.get("model"), "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 0}}})
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                self.ev("content_block_start", {"type": "content_block_start", "index": i,
+                                                "content_block": {"type": "text", "text": ""}})
+                self.ev("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                "delta": {"type": "text_delta", "text": b["text"]}})
+            else:
+                self.ev("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                    "type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}})
+                self.ev("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                    "type": "input_json_delta", "partial_json": json.dumps(b["input"])}})
+            self.ev("content_block_stop", {"type": "content_block_stop", "index": i})
+        self.ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                  "usage": {"output_tokens": 5}})
+        self.ev("message_stop", {"type": "message_stop"})
+        self.close_connection = True
+
+    # --- OpenAI Responses API ---------------------------------------------------------
+    def openai(self, body):
+        names = [t.get("name") for t in body.get("tools", []) if isinstance(t, dict)]
+        shell = "exec_command" if "exec_command" in names else ("shell" if "shell" in names else None)
+        outputs = [i for i in body.get("input", []) if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        last = json.dumps(outputs[-1].get("output")) if outputs else ""
+        done = shell is None or len(outputs) >= MAX_CALLS or any(m in last or "hook" in last and "blocked" in last
+                                                                 for m in DENIAL_MARKERS)
+        n = len(outputs) + 1
+        rid = f"resp_{n}"
+        if done:
+            items = [{"type": "message", "role": "assistant", "id": f"msg_{n}",
+                      "content": [{"type": "output_text", "text": "done"}]}]
+        else:
+            cmd = command(n)
+            args = {"cmd": cmd} if shell == "exec_command" else {"command": ["bash", "-lc", cmd]}
+            items = [{"type": "function_call", "call_id": f"call_{n:03d}", "name": shell, "arguments": json.dumps(args)}]
+        self.sse_start()
+        self.ev(None, {"type": "response.created", "response": {"id": rid}})
+        for it in items:
+            self.ev(None, {"type": "response.output_item.done", "item": it})
+        self.ev(None, {"type": "response.completed", "response": {"id": rid, "usage": {
+            "input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
+            "output_tokens_details": None, "total_tokens": 15}}})
+        self.close_connection = True
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+PORT = server.server_address[1]
+with open(PORTFILE + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+import os
+os.replace(PORTFILE + ".tmp", PORTFILE)
+server.serve_forever()

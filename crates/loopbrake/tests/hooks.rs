@@ -1,0 +1,308 @@
+//! `loopbrake hook`, `init` and `sessions` as real processes on a real SQLite file:
+//! concurrency, crashes, failure policy, installation.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("loopbrake-hooks-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
+    c.env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_MAX_REPEATS")
+        .env("LOOPBRAKE_STATE", dir.join("state/state.db"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("HOME", dir)
+        .current_dir(dir);
+    c
+}
+
+fn spawn_hook(dir: &Path, payload: &Value, config: Option<&Path>) -> Child {
+    let mut c = bin(dir);
+    if let Some(cfg) = config {
+        c.arg("--config").arg(cfg);
+    }
+    let mut child = c
+        .args(["hook", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    child
+}
+
+fn pre(session: &str, id: &str, command: &str) -> Value {
+    json!({"session_id": session, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+           "tool_input": {"command": command}, "tool_use_id": id})
+}
+
+fn sessions_json(dir: &Path, config: Option<&Path>) -> Vec<Value> {
+    let mut c = bin(dir);
+    if let Some(cfg) = config {
+        c.arg("--config").arg(cfg);
+    }
+    let out = c.args(["sessions", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn thirty_two_parallel_hook_processes_lose_no_update() {
+    let dir = tmpdir("parallel");
+    let cfg = dir.join("lb.toml");
+    std::fs::write(&cfg, "[streak]\nmax_repeats = 1000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
+    let children: Vec<Child> = (0..32)
+        .map(|i| spawn_hook(&dir, &pre("par", &format!("t{i}"), "echo same"), Some(&cfg)))
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = sessions_json(&dir, Some(&cfg));
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        s[0]["streak"], 32,
+        "every one of 32 concurrent decisions was counted"
+    );
+}
+
+#[test]
+fn killed_hook_processes_never_corrupt_the_store() {
+    let dir = tmpdir("crash");
+    let cfg = dir.join("lb.toml");
+    std::fs::write(&cfg, "[streak]\nmax_repeats = 100000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
+    let mut finished = 0;
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    for round in 0..12 {
+        let children: Vec<Child> = (0..8)
+            .map(|i| {
+                spawn_hook(
+                    &dir,
+                    &pre("crash", &format!("r{round}c{i}"), "echo same"),
+                    Some(&cfg),
+                )
+            })
+            .collect();
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        std::thread::sleep(Duration::from_micros((seed >> 40) % 4000));
+        for (i, mut c) in children.into_iter().enumerate() {
+            if (seed >> i) & 1 == 1 {
+                let _ = c.kill(); // SIGKILL, wherever it is
+            }
+            if c.wait().unwrap().success() {
+                finished += 1;
+            }
+        }
+    }
+    // The file opens, passes SQLite's integrity check, and every row decodes.
+    let out = bin(&dir)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s.len(), 1);
+    let store = loopbrake_store::SqliteStore::open(&dir.join("state/state.db"), Default::default())
+        .unwrap();
+    store.integrity_check().unwrap();
+    use loopbrake_store::Store;
+    assert!(store.take_warnings().is_empty());
+    let st = store.get("crash").unwrap().unwrap();
+    // Every process that finished was counted; a killed one either committed its whole
+    // decision or nothing.
+    let n = st.streak.count() as usize;
+    assert!(finished <= n && n <= 96, "finished {finished}, counted {n}");
+    // And the store still works.
+    let c = spawn_hook(&dir, &pre("crash", "after", "ls"), Some(&cfg));
+    assert!(c.wait_with_output().unwrap().status.success());
+}
+
+#[test]
+fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
+    let dir = tmpdir("failpolicy");
+    // The state path is a directory: SQLite cannot open it.
+    let blocker = dir.join("blocker");
+    std::fs::create_dir_all(blocker.join("state.db")).unwrap();
+    let run = |fail_closed: bool| {
+        let cfg = dir.join(format!("lb-{fail_closed}.toml"));
+        std::fs::write(&cfg, format!("[store]\nfail_closed = {fail_closed}\n")).unwrap();
+        let mut c = bin(&dir);
+        c.env("LOOPBRAKE_STATE", blocker.join("state.db"));
+        let mut child = c
+            .arg("--config")
+            .arg(&cfg)
+            .args(["hook", "claude"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(pre("s", "t1", "ls").to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let open = run(false);
+    assert_eq!(open.status.code(), Some(0));
+    assert!(open.stdout.is_empty(), "fail-open prints no decision");
+    let err = String::from_utf8(open.stderr).unwrap();
+    assert!(
+        err.starts_with("loopbrake: could not handle PreToolUse: sqlite "),
+        "{err}"
+    );
+    let log = std::fs::read_to_string(blocker.join("hook.log")).unwrap();
+    assert!(
+        log.contains("hook claude: could not handle PreToolUse"),
+        "{log}"
+    );
+    let closed = run(true);
+    assert_eq!(closed.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&closed.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+
+    // An invalid configuration never blocks either: the hook lets the call run.
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[streak]\nmax_repeats = 0\n").unwrap();
+    let c = spawn_hook(&dir, &pre("s", "t2", "ls"), Some(&bad));
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("streak.max_repeats"));
+}
+
+#[test]
+fn init_installs_idempotently_keeps_a_backup_and_removes() {
+    let dir = tmpdir("init");
+    let claude_dir = dir.join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let settings = claude_dir.join("settings.json");
+    let original = json!({"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-guard"}]}]}});
+    std::fs::write(&settings, serde_json::to_string_pretty(&original).unwrap()).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir).arg("init").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = init(&["claude"]);
+    assert!(out.contains("Installed loopbrake's hooks into"), "{out}");
+    let installed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let cmd = installed["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cmd.ends_with(" hook claude") && cmd.contains("loopbrake"),
+        "{cmd}"
+    );
+    assert_eq!(installed["model"], "opus");
+    let backup: Value = serde_json::from_str(
+        &std::fs::read_to_string(claude_dir.join("settings.json.loopbrake-backup")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(backup, original);
+    assert!(init(&["claude"]).contains("nothing to change"));
+    init(&["claude", "--remove"]);
+    let removed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(removed, original);
+
+    // Project settings for Codex, created from nothing.
+    let out = init(&["codex", "--project"]);
+    assert!(out.contains(".codex/hooks.json"));
+    let codex: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    assert!(codex["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook codex"));
+    assert!(codex["hooks"].get("PostToolUseFailure").is_none());
+
+    // A settings file that is not JSON is refused and left untouched.
+    std::fs::write(&settings, "{ not json").unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ not json");
+}
+
+#[test]
+fn sessions_lists_and_resets() {
+    let dir = tmpdir("sessions");
+    for (i, s) in ["alpha", "alpha", "beta"].iter().enumerate() {
+        let c = spawn_hook(&dir, &pre(s, &format!("t{i}"), "git status"), None);
+        assert!(c.wait_with_output().unwrap().status.success());
+    }
+    let list = sessions_json(&dir, None);
+    let keys: Vec<&str> = list.iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["alpha", "beta"]);
+    assert_eq!(list[0]["streak"], 2);
+    let out = bin(&dir).args(["sessions"]).output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("2 session(s) in sqlite"), "{table}");
+    let out = bin(&dir)
+        .args(["sessions", "reset", "alpha"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let keys: Vec<String> = sessions_json(&dir, None)
+        .iter()
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["beta"]);
+    let out = bin(&dir)
+        .args(["sessions", "reset", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("state/state.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the state file is readable by its owner only"
+        );
+    }
+}
