@@ -39,8 +39,19 @@ pub struct ToolClasses {
     pub url_pattern: String,
     /// Argument keys holding a URL tool's URL, first present wins.
     pub url_args: Vec<String>,
+    /// Compiled on first use (most processes never judge a URL tool).
     #[serde(skip)]
-    url_re: Option<Pattern>,
+    url_re: LazyPattern,
+}
+
+/// The compiled `url_pattern`, built on first use. Equality is decided by `url_pattern`.
+#[derive(Debug, Clone, Default)]
+struct LazyPattern(std::sync::OnceLock<Option<Pattern>>);
+
+impl PartialEq for LazyPattern {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Default for ToolClasses {
@@ -59,7 +70,7 @@ impl Default for ToolClasses {
             ]),
             shell_command_args: strings(&["command", "cmd"]),
             url: Vec::new(),
-            url_re: compile_url_re(&url_pattern).ok(),
+            url_re: LazyPattern::default(),
             url_pattern,
             url_args: strings(&["url", "href", "uri"]),
         }
@@ -95,7 +106,16 @@ impl ToolClasses {
     /// Whether `tool` is a URL tool.
     pub fn is_url_tool(&self, tool: &str) -> bool {
         self.url.iter().any(|s| s == tool)
-            || self.url_re.as_ref().is_some_and(|re| re.is_match(tool))
+            || self
+                .url_re
+                .0
+                .get_or_init(|| {
+                    (!self.url_pattern.is_empty())
+                        .then(|| compile_url_re(&self.url_pattern).ok())
+                        .flatten()
+                })
+                .as_ref()
+                .is_some_and(|re| re.is_match(tool))
     }
 }
 
@@ -121,9 +141,9 @@ pub struct BreakerConfig {
     pub(crate) result_preview_chars: usize,
     pub(crate) tools: ToolClasses,
     #[serde(skip)]
-    exclude_re: Vec<Pattern>,
+    exclude_re: Vec<Glob>,
     #[serde(skip)]
-    include_re: Vec<Pattern>,
+    include_re: Vec<Glob>,
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -298,10 +318,36 @@ const LATER: &[&str] = &[
     "curl_path",
 ];
 
-/// `*` means any sequence, everything else is literal; anchored.
-pub(crate) fn glob_re(pattern: &str) -> Pattern {
-    let body: Vec<String> = pattern.split('*').map(regex::escape).collect();
-    Pattern(Regex::new(&format!("^{}$", body.join(".*"))).expect("escaped glob is a valid regex"))
+/// A tool-name pattern: `*` means any sequence, everything else is literal; anchored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Glob(Vec<String>);
+
+impl Glob {
+    fn is_match(&self, name: &str) -> bool {
+        let parts = &self.0;
+        if parts.len() == 1 {
+            return name == parts[0];
+        }
+        let (first, last) = (&parts[0], &parts[parts.len() - 1]);
+        if name.len() < first.len() + last.len()
+            || !name.starts_with(first.as_str())
+            || !name.ends_with(last.as_str())
+        {
+            return false;
+        }
+        let mut rest = &name[first.len()..name.len() - last.len()];
+        for mid in &parts[1..parts.len() - 1] {
+            match rest.find(mid.as_str()) {
+                Some(i) => rest = &rest[i + mid.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+pub(crate) fn glob_re(pattern: &str) -> Glob {
+    Glob(pattern.split('*').map(str::to_string).collect())
 }
 
 const P: &str = "breaker";
@@ -513,18 +559,18 @@ fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
                         "must be a string (a regular expression)",
                     )
                 })?;
-                if s.is_empty() {
-                    c.url_re = None;
-                } else {
-                    c.url_re = Some(compile_url_re(s).map_err(|e| {
+                if !s.is_empty() {
+                    // Validated here; compiled again lazily on first use.
+                    compile_url_re(s).map_err(|e| {
                         ConfigError::new(
                             dotted(p, k),
                             show(v),
                             format!("must be a valid regular expression ({e})"),
                         )
-                    })?);
+                    })?;
                 }
                 c.url_pattern = s.to_string();
+                c.url_re = LazyPattern::default();
             }
             _ => return Err(unknown_key(p, k, TOOL_KEYS)),
         }
