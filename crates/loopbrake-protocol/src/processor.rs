@@ -43,6 +43,9 @@ struct DecisionOut<'a> {
     advisories: Vec<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     settled: Vec<SettledOut<'a>>,
+    /// Present when loopbrake could not judge the call (its store failed) and let it run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    degraded: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -184,6 +187,8 @@ pub struct Processor {
     /// Base session → its sub-agent session keys.
     agents: HashMap<String, Vec<String>>,
     errors: u64,
+    degraded: u64,
+    fail_closed: bool,
 }
 
 impl Processor {
@@ -196,7 +201,21 @@ impl Processor {
             open: HashMap::new(),
             agents: HashMap::new(),
             errors: 0,
+            degraded: 0,
+            fail_closed: false,
         }
+    }
+
+    /// When the store fails on a `call`: deny it (`true`) or let it run with a
+    /// `degraded` note (`false`, the default).
+    pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
+        self.fail_closed = fail_closed;
+        self
+    }
+
+    /// Number of calls judged without the store (fail-open or fail-closed).
+    pub fn degraded(&self) -> u64 {
+        self.degraded
     }
 
     /// Number of error lines produced so far.
@@ -320,7 +339,7 @@ impl Processor {
         let decision = match update(self.store.as_ref(), &key, |st| engine.pre(st, &call)) {
             Ok(Ok(d)) => d,
             Ok(Err(e)) => return self.error(line_no, &e.to_string()),
-            Err(e) => return self.error(line_no, &e.to_string()),
+            Err(e) => return self.store_failed(id, &e.to_string()),
         };
         // A settled ask keeps its id open: its `result` is accepted and ignored.
         self.remember(&key, id);
@@ -333,6 +352,45 @@ impl Processor {
                 digest: call_digest(tool, args).ok(),
                 decision,
             },
+        }
+    }
+
+    /// The store failed on a call: the configured policy decides, and the line says so.
+    fn store_failed(&mut self, id: &str, problem: &str) -> Handled {
+        self.degraded += 1;
+        let note = format!("loopbrake could not judge this call: {problem}");
+        let line = if self.fail_closed {
+            let message = format!(
+                "{note}. Its configuration refuses calls it cannot judge ([store] fail_closed = true); do not retry the same call."
+            );
+            to_line(&DecisionOut {
+                id,
+                verdict: "deny",
+                engine: None,
+                code: Some("STORE_UNAVAILABLE"),
+                message: Some(&message),
+                hits: Vec::new(),
+                advisories: Vec::new(),
+                settled: Vec::new(),
+                degraded: Some(&note),
+            })
+        } else {
+            to_line(&DecisionOut {
+                id,
+                verdict: "allow",
+                engine: None,
+                code: None,
+                message: None,
+                hits: Vec::new(),
+                advisories: Vec::new(),
+                settled: Vec::new(),
+                degraded: Some(&note),
+            })
+        };
+        Handled {
+            line,
+            is_error: false,
+            record: Record::Error,
         }
     }
 
@@ -477,6 +535,7 @@ fn decision_line(d: &Decision) -> String {
         hits: hits_out(&d.hits),
         advisories: texts(&d.advisories),
         settled: settled_out(&d.settled),
+        degraded: None,
     })
 }
 

@@ -9,9 +9,13 @@
 #![deny(missing_docs)]
 
 mod memory;
+mod redis_store;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use memory::MemoryStore;
+pub use redis_store::{RedisOptions, RedisStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
 
 use loopbrake_core::SessionState;

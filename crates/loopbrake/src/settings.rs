@@ -22,6 +22,8 @@ pub enum StoreKind {
     Memory,
     /// The embedded SQLite file.
     Sqlite,
+    /// A Redis (or Valkey, KeyDB, Cluster) server shared by many processes and machines.
+    Redis,
 }
 
 /// The `[store]` table.
@@ -37,6 +39,15 @@ pub struct StoreSettings {
     pub lock_timeout: std::time::Duration,
     /// When loopbrake itself fails, refuse the call (true) or let it run (false, default).
     pub fail_closed: bool,
+    /// Redis: `redis://…` or `rediss://…` (TLS); credentials in it, or in
+    /// `$LOOPBRAKE_REDIS_USERNAME` / `$LOOPBRAKE_REDIS_PASSWORD`.
+    pub url: String,
+    /// Redis: the prefix of every key.
+    pub key_prefix: String,
+    /// Redis: connecting gives up after this long.
+    pub connect_timeout: std::time::Duration,
+    /// Redis: a command waiting longer than this fails.
+    pub command_timeout: std::time::Duration,
 }
 
 impl Default for StoreSettings {
@@ -47,11 +58,25 @@ impl Default for StoreSettings {
             idle_ttl: std::time::Duration::from_secs(7 * 24 * 3600),
             lock_timeout: std::time::Duration::from_secs(3),
             fail_closed: false,
+            url: "redis://127.0.0.1:6379".to_string(),
+            key_prefix: "loopbrake:".to_string(),
+            connect_timeout: std::time::Duration::from_secs(2),
+            command_timeout: std::time::Duration::from_secs(2),
         }
     }
 }
 
-const STORE_KEYS: &[&str] = &["kind", "path", "idle_ttl", "lock_timeout", "fail_closed"];
+const STORE_KEYS: &[&str] = &[
+    "kind",
+    "path",
+    "idle_ttl",
+    "lock_timeout",
+    "fail_closed",
+    "url",
+    "key_prefix",
+    "connect_timeout",
+    "command_timeout",
+];
 
 fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
     ConfigError {
@@ -92,7 +117,14 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
                 s.kind = Some(match val.as_str() {
                     Some("memory") => StoreKind::Memory,
                     Some("sqlite") => StoreKind::Sqlite,
-                    _ => return Err(store_err(k, val, "must be \"memory\" or \"sqlite\"")),
+                    Some("redis") => StoreKind::Redis,
+                    _ => {
+                        return Err(store_err(
+                            k,
+                            val,
+                            "must be \"memory\", \"sqlite\" or \"redis\"",
+                        ))
+                    }
                 })
             }
             "path" => {
@@ -105,6 +137,41 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
             "idle_ttl" => s.idle_ttl = duration(k, val, std::time::Duration::from_secs(1))?,
             "lock_timeout" => {
                 s.lock_timeout = duration(k, val, std::time::Duration::from_millis(1))?
+            }
+            "url" => {
+                let u = val.as_str().unwrap_or("");
+                if !(u.starts_with("redis://")
+                    || u.starts_with("rediss://")
+                    || u.starts_with("redis+unix://")
+                    || u.starts_with("unix://"))
+                {
+                    // Never echo the value: a URL can carry a password.
+                    return Err(ConfigError {
+                        key: "store.url".into(),
+                        value: "(not shown)".into(),
+                        rule: "must be a redis:// or rediss:// URL".into(),
+                    });
+                }
+                s.url = u.to_string();
+            }
+            "key_prefix" => {
+                s.key_prefix = val
+                    .as_str()
+                    .filter(|p| !p.contains(['{', '}']))
+                    .ok_or_else(|| {
+                        store_err(
+                            k,
+                            val,
+                            "must be a string without braces (braces mark the session's hash tag)",
+                        )
+                    })?
+                    .to_string()
+            }
+            "connect_timeout" => {
+                s.connect_timeout = duration(k, val, std::time::Duration::from_millis(1))?
+            }
+            "command_timeout" => {
+                s.command_timeout = duration(k, val, std::time::Duration::from_millis(1))?
             }
             "fail_closed" => {
                 s.fail_closed = val
@@ -169,6 +236,17 @@ impl StoreSettings {
                 loopbrake_store::SqliteOptions {
                     idle_ttl: self.idle_ttl,
                     lock_timeout: self.lock_timeout,
+                },
+            )?)),
+            StoreKind::Redis => Ok(std::sync::Arc::new(loopbrake_store::RedisStore::new(
+                loopbrake_store::RedisOptions {
+                    url: self.url.clone(),
+                    key_prefix: self.key_prefix.clone(),
+                    idle_ttl: self.idle_ttl,
+                    connect_timeout: self.connect_timeout,
+                    command_timeout: self.command_timeout,
+                    username: env("LOOPBRAKE_REDIS_USERNAME").filter(|u| !u.is_empty()),
+                    password: env("LOOPBRAKE_REDIS_PASSWORD").filter(|p| !p.is_empty()),
                 },
             )?)),
         }

@@ -2,17 +2,15 @@
 //! over a long-running stdin/stdout pipe.
 
 use super::CliError;
-use loopbrake::settings;
+use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
 use loopbrake_protocol::import::{self, Importer};
 use loopbrake_protocol::report::Report;
 use loopbrake_protocol::{run, Handled, LineWriter, Processor, Sink};
-use loopbrake_store::MemoryStore;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Opens a file (or stdin for `-`), decompressing gzip transparently.
 fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
@@ -61,7 +59,9 @@ pub fn replay(
             .into());
         }
     }
-    let mut processor = Processor::new(Engine::new(s.engine), Arc::new(MemoryStore::new()));
+    let store = s.store.open(StoreKind::Memory, &process_env)?;
+    let mut processor =
+        Processor::new(Engine::new(s.engine), store).with_fail_closed(s.store.fail_closed);
     let inputs: Vec<PathBuf> = if files.is_empty() {
         vec![PathBuf::from("-")]
     } else {
@@ -129,7 +129,9 @@ pub fn replay(
 
 pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
-    let mut processor = Processor::new(Engine::new(s.engine), Arc::new(MemoryStore::new()));
+    let store = s.store.open(StoreKind::Memory, &process_env)?;
+    let mut processor =
+        Processor::new(Engine::new(s.engine), store).with_fail_closed(s.store.fail_closed);
     let stdin = io::stdin();
     let mut out = LineWriter::new(io::stdout().lock(), true);
     run(

@@ -1,0 +1,68 @@
+//! Decisions per second against a local Redis from 1, 8 and 32 concurrent clients, and the
+//! Redis commands and round trips per decision.
+//!
+//! `cargo run --release -p loopbrake-store --features testing --example redis_bench`
+//! starts its own `redis-server` on a free loopback port. Each client is a thread with its
+//! own connection doing full engine decisions (`pre` + `post`) on its own session, then the
+//! same on one shared session (maximum contention).
+
+use loopbrake_core::{Call, Config, Engine, Outcome};
+use loopbrake_store::testing::RedisServer;
+use loopbrake_store::{update, RedisOptions, RedisStore};
+use serde_json::json;
+use std::time::Instant;
+
+fn commands_processed(url: &str) -> u64 {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) -> (f64, f64) {
+    let engine = Engine::new(Config::default());
+    let before = commands_processed(&server.url());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for c in 0..clients {
+            let engine = &engine;
+            let url = server.url();
+            scope.spawn(move || {
+                let store = RedisStore::new(RedisOptions { url, ..RedisOptions::default() }).unwrap();
+                let session = if shared { "shared".to_string() } else { format!("client-{c}") };
+                for i in 0..per_client {
+                    let args = json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
+                    let id = format!("{c}-{i}");
+                    let _ = update(&store, &session, |st| {
+                        engine.pre(st, &Call { session: &session, id: &id, tool: "Bash", args: &args })
+                    })
+                    .unwrap();
+                    if i % 50 == 49 {
+                        let _ = update(&store, &session, |st| engine.user_message(st)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let decisions = (clients * per_client) as f64;
+    let cmds = (commands_processed(&server.url()) - before) as f64;
+    (decisions / secs, cmds / decisions)
+}
+
+fn main() {
+    let server = RedisServer::start();
+    let _ = Outcome::default();
+    println!("clients  session   decisions/s  redis commands/decision");
+    for clients in [1, 8, 32] {
+        for shared in [false, true] {
+            let (rate, cmds) = run(&server, clients, 2000, shared);
+            println!(
+                "{clients:>7}  {:<8} {rate:>12.0}  {cmds:>10.2}",
+                if shared { "shared" } else { "own" }
+            );
+        }
+    }
+}

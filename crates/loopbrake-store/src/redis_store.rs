@@ -1,0 +1,352 @@
+//! Shared state on Redis (and Valkey, KeyDB, Redis Cluster): one key per session holding
+//! its serialised state, so every process and machine of a fleet sees one session's counts.
+//!
+//! Key layout: `<prefix>{<session>}`. The braces are a Redis Cluster hash tag: a session's
+//! key always lands on one slot, and every operation touches one key.
+//!
+//! Atomicity: optimistic, with `WATCH` / `MULTI` / `EXEC` and a bounded retry. The
+//! read-modify-write logic is the engine, which is Rust: a server-side script cannot run
+//! it. A compare-and-set script would have to receive the old state back as an argument
+//! (doubling the bytes per decision) or keep a separate version field; `WATCH` costs no
+//! extra bytes, keeps the value a plain string with a TTL, and works on one key in Cluster.
+//! Uncontended, a decision costs two round trips: `WATCH`+`GET` pipelined, then
+//! `MULTI`+`SET PX`+`EXEC` pipelined. A conflicting write makes `EXEC` return nil and
+//! nothing is written, so a half-applied update cannot exist; the update is re-run on the
+//! fresh value.
+//!
+//! Expiry: every write sets the key's TTL to `idle_ttl`, so idle sessions expire in Redis.
+//! Reconnection: a connection that fails is dropped and the next operation connects again,
+//! so a long-lived process survives a Redis restart without restarting itself.
+
+use crate::{SessionInfo, Store, StoreError};
+use loopbrake_core::SessionState;
+use redis::Value as RValue;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Optimistic retries before an update gives up (each retry follows a real conflict).
+pub const MAX_RETRIES: u32 = 200;
+
+/// Options of the Redis store.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS).
+    pub url: String,
+    /// Prefix of every key (default `loopbrake:`).
+    pub key_prefix: String,
+    /// Sessions idle longer than this expire (the keys' TTL).
+    pub idle_ttl: Duration,
+    /// Connecting gives up after this long.
+    pub connect_timeout: Duration,
+    /// A command waiting longer than this fails.
+    pub command_timeout: Duration,
+    /// Username when the URL has none.
+    pub username: Option<String>,
+    /// Password when the URL has none.
+    pub password: Option<String>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            url: "redis://127.0.0.1:6379".into(),
+            key_prefix: "loopbrake:".into(),
+            idle_ttl: Duration::from_secs(7 * 24 * 3600),
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(2),
+            username: None,
+            password: None,
+        }
+    }
+}
+
+/// Session state in Redis.
+pub struct RedisStore {
+    client: redis::Client,
+    conn: Mutex<Option<redis::Connection>>,
+    opts: RedisOptions,
+    name: String,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the URL: it can carry a password.
+        f.debug_struct("RedisStore")
+            .field("store", &self.name)
+            .finish()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl RedisStore {
+    /// A store for `opts`. Nothing is contacted until the first operation.
+    pub fn new(opts: RedisOptions) -> Result<Self, StoreError> {
+        let mut info: redis::ConnectionInfo =
+            opts.url
+                .as_str()
+                .into_connection_info()
+                .map_err(|e| StoreError::Unavailable {
+                    store: "redis".into(),
+                    message: format!(
+                        "invalid redis URL ({:?}; the URL is not shown, it may hold a password)",
+                        e.kind()
+                    ),
+                })?;
+        let name = format!("redis {}", info.addr());
+        let mut redis_info = info.redis_settings().clone();
+        if redis_info.username().is_none() {
+            if let Some(u) = &opts.username {
+                redis_info = redis_info.set_username(u);
+            }
+        }
+        if redis_info.password().is_none() {
+            if let Some(p) = &opts.password {
+                redis_info = redis_info.set_password(p);
+            }
+        }
+        info = info.set_redis_settings(redis_info);
+        let client = redis::Client::open(info).map_err(|e| StoreError::Unavailable {
+            store: name.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(RedisStore {
+            client,
+            conn: Mutex::new(None),
+            opts,
+            name,
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn key(&self, session: &str) -> String {
+        format!("{}{{{}}}", self.opts.key_prefix, session)
+    }
+
+    fn session_of<'k>(&self, key: &'k str) -> Option<&'k str> {
+        key.strip_prefix(self.opts.key_prefix.as_str())?
+            .strip_prefix('{')?
+            .strip_suffix('}')
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable {
+            store: self.name.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.opts.idle_ttl.as_millis().clamp(1, u64::MAX as u128) as u64
+    }
+
+    /// Runs `f` on a live connection; a connection that failed is dropped so the next
+    /// call reconnects.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let mut guard: MutexGuard<'_, Option<redis::Connection>> =
+            self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            let c = self
+                .client
+                .get_connection_with_timeout(self.opts.connect_timeout)
+                .map_err(|e| self.err(format!("cannot connect: {e}")))?;
+            c.set_read_timeout(Some(self.opts.command_timeout))
+                .map_err(|e| self.err(e))?;
+            c.set_write_timeout(Some(self.opts.command_timeout))
+                .map_err(|e| self.err(e))?;
+            *guard = Some(c);
+        }
+        let conn = guard.as_mut().expect("connected above");
+        match f(conn) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_timeout()
+                    || e.is_unrecoverable_error()
+                {
+                    *guard = None;
+                } else {
+                    // Leave no WATCH behind on a connection we keep.
+                    let _ = redis::cmd("UNWATCH").exec(conn);
+                }
+                Err(self.err(e))
+            }
+        }
+    }
+
+    fn decode(&self, bytes: &[u8]) -> SessionState {
+        serde_json::from_slice(bytes).unwrap_or_else(|e| {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!(
+                "{}: the stored state of one session could not be decoded ({e}); it starts afresh",
+                self.name
+            ));
+            SessionState::default()
+        })
+    }
+}
+
+use redis::IntoConnectionInfo;
+
+impl Store for RedisStore {
+    fn update(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&mut SessionState),
+    ) -> Result<(), StoreError> {
+        let key = self.key(session);
+        let ttl = self.ttl_ms();
+        for attempt in 0..MAX_RETRIES {
+            let committed = self.with_conn(|c| {
+                let (current,): (Option<Vec<u8>>,) = redis::pipe()
+                    .cmd("WATCH")
+                    .arg(&key)
+                    .ignore()
+                    .cmd("GET")
+                    .arg(&key)
+                    .query(c)?;
+                let mut state = current
+                    .as_deref()
+                    .map(|b| self.decode(b))
+                    .unwrap_or_default();
+                f(&mut state);
+                let bytes = serde_json::to_vec(&state).map_err(|e| {
+                    redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
+                })?;
+                let exec: RValue = redis::pipe()
+                    .atomic()
+                    .cmd("SET")
+                    .arg(&key)
+                    .arg(bytes)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query(c)?;
+                Ok(!matches!(exec, RValue::Nil))
+            })?;
+            if committed {
+                return Ok(());
+            }
+            // Someone else wrote the session between our GET and EXEC: back off a little
+            // (growing, with jitter from the clock) and run the update again.
+            let spin = (attempt.min(10) as u64 + 1) * 50 + (now_ms() % 50);
+            std::thread::sleep(Duration::from_micros(spin));
+        }
+        Err(self.err(format!(
+            "update of one session conflicted {MAX_RETRIES} times in a row; giving up"
+        )))
+    }
+
+    fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        let key = self.key(session);
+        let v: Option<Vec<u8>> = self.with_conn(|c| redis::cmd("GET").arg(&key).query(c))?;
+        Ok(v.map(|b| self.decode(&b)))
+    }
+
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        let key = self.key(session);
+        let n: i64 = self.with_conn(|c| redis::cmd("DEL").arg(&key).query(c))?;
+        Ok(n > 0)
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let keys = self.scan_keys("")?;
+        let ttl = self.ttl_ms();
+        let now = now_ms();
+        let mut out = Vec::new();
+        for key in keys {
+            let (state, pttl): (Option<Vec<u8>>, i64) = self.with_conn(|c| {
+                redis::pipe()
+                    .cmd("GET")
+                    .arg(&key)
+                    .cmd("PTTL")
+                    .arg(&key)
+                    .query(c)
+            })?;
+            let Some(bytes) = state else { continue };
+            let Some(session) = self.session_of(&key) else {
+                continue;
+            };
+            // The TTL is reset on every write: last activity = now - (ttl - remaining).
+            let idle = ttl.saturating_sub(pttl.max(0) as u64);
+            out.push(SessionInfo {
+                key: session.to_string(),
+                last_activity_ms: now.saturating_sub(idle),
+                state: self.decode(&bytes),
+            });
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .scan_keys(prefix)?
+            .iter()
+            .filter_map(|k| self.session_of(k).map(str::to_string))
+            .filter(|s| s.starts_with(prefix))
+            .collect())
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}
+
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl RedisStore {
+    /// Keys of sessions whose name starts with `prefix`, by `SCAN` (never `KEYS`).
+    fn scan_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let pattern = format!(
+            "{}{{{}*",
+            glob_escape(&self.opts.key_prefix),
+            glob_escape(prefix)
+        );
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = self.with_conn(|c| {
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query(c)
+            })?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+}

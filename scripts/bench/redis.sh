@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Decisions per second on the Redis store (1, 8, 32 clients; own and shared sessions) and
+# redis-benchmark's raw GET/SET on the same machine, in one run. Usage: scripts/bench/redis.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo run --release -q -p loopbrake-store --features testing --example redis_bench
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes >/dev/null
+trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
+sleep 0.3
+for c in 1 8 32; do
+  echo "redis-benchmark, $c clients:"
+  redis-benchmark -p "$port" -t get,set -n 50000 -c "$c" -q 2>/dev/null | tr '\r' '\n' | grep 'requests per second'
+done
