@@ -3,6 +3,7 @@
 mod config;
 mod explain;
 mod hook;
+mod mcp;
 mod replay;
 mod sessions;
 
@@ -70,6 +71,20 @@ enum Command {
         /// Remove loopbrake's hooks instead.
         #[arg(long)]
         remove: bool,
+    },
+    /// Put loopbrake in front of an MCP server: speak MCP on stdio to the client, run
+    /// the server as a child, and judge every tools/call.
+    Mcp {
+        /// The session of calls whose `_meta` names no conversation (default: one per
+        /// proxy process). Proxies that share a store and a session count together.
+        #[arg(long, env = "LOOPBRAKE_SESSION")]
+        session: Option<String>,
+        /// Seconds the operator has to answer an ask (through the client's elicitation).
+        #[arg(long, default_value_t = 120)]
+        ask_timeout: u64,
+        /// The server's command and arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
     /// List stored sessions, or reset one.
     Sessions {
@@ -150,6 +165,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         ),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
         Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
+        Command::Mcp {
+            session,
+            ask_timeout,
+            command,
+        } => mcp::run(cli.config.as_deref(), session, ask_timeout, &command),
         Command::Init {
             dialect,
             user: _,

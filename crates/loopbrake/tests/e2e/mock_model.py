@@ -8,10 +8,11 @@ calls or the last tool result carries loopbrake's denial, then it ends the turn.
 GET /missing answers 404 (a failing endpoint for curl). Every request body is appended to
 LOG as one JSON line, so tests can assert on what the model was shown.
 
-Usage: mock_model.py LOG PORTFILE COMMAND [MAX_CALLS]
+Usage: mock_model.py LOG PORTFILE COMMAND [MAX_CALLS [TOOL]]
 COMMAND may contain {n}, replaced by the call's number (a cosmetic variation), and
 {port}, replaced by this server's port.
-The chosen port is written to PORTFILE once the server listens.
+The chosen port is written to PORTFILE once the server listens. With TOOL (Anthropic API
+only), the model calls that tool instead of Bash, with COMMAND as its JSON arguments.
 """
 import json
 import sys
@@ -19,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG, PORTFILE, COMMAND = sys.argv[1], sys.argv[2], sys.argv[3]
 MAX_CALLS = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+TOOL = sys.argv[5] if len(sys.argv) > 5 else "Bash"
 DENIAL_MARKERS = ("loop brake:", "REPEAT_TOOL_BLOCKED")
 
 
@@ -95,15 +97,15 @@ class Handler(BaseHTTPRequestHandler):
         for m in body.get("messages", []):
             if isinstance(m.get("content"), list):
                 results += [b for b in m["content"] if b.get("type") == "tool_result"]
-        done = len(results) >= MAX_CALLS or "Bash" not in tools or any(
+        done = len(results) >= MAX_CALLS or TOOL not in tools or any(
             marker in json.dumps(r.get("content")) for r in results[-1:] for marker in DENIAL_MARKERS
         )
         n = len(results) + 1
         if done:
             blocks = [{"type": "text", "text": "done"}]
         else:
-            blocks = [{"type": "tool_use", "id": f"toolu_{n:03d}", "name": "Bash",
-                       "input": {"command": command(n)}}]
+            tool_input = {"command": command(n)} if TOOL == "Bash" else json.loads(command(n))
+            blocks = [{"type": "tool_use", "id": f"toolu_{n:03d}", "name": TOOL, "input": tool_input}]
         stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
         if not body.get("stream"):
             return self.json_reply({"id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model"),

@@ -1,0 +1,618 @@
+//! The MCP proxy adapter: `loopbrake mcp -- <server command>` sits between any MCP client
+//! and any MCP server, and judges every `tools/call`.
+//!
+//! It is a JSON-RPC relay, not a re-implementation of MCP: every message passes through
+//! unchanged, both ways (initialize and capabilities, lists and their `list_changed`
+//! notifications, resources, prompts, completions, logging, progress, cancellation, pings,
+//! and server-initiated sampling, elicitation and roots), whatever the protocol revision.
+//! Only three things are touched:
+//!
+//! - a `tools/call` request is judged before it is forwarded: deny → the client gets a
+//!   normal result with `isError: true` and loopbrake's text (the model must read it, so
+//!   not a JSON-RPC error); ask → the operator is asked through the client's elicitation
+//!   if it offers it, else the call is refused (fail-closed); advise → forwarded, and the
+//!   advisory is appended to the result's `content` as a text block;
+//! - the matching response is read for the outcome (`isError` and JSON-RPC errors are
+//!   failures, a call the client cancelled is aborted) and may carry advisories back;
+//! - the `initialize` result's `serverInfo` says it is loopbrake in front of the server.
+//!
+//! Session identity: a `_meta` conversation key when the client sends one
+//! (`vscode.conversationId`, `sessionID`, `sessionId`, `conversationId`), else one session
+//! per proxy process (or `--session`). Calls in flight are handled concurrently.
+//! When the server dies or writes garbage, every request in flight gets a JSON-RPC error
+//! and the proxy stops with a message: nothing hangs.
+#![deny(missing_docs)]
+
+use loopbrake_core::{Call, Decision, Engine, EngineError, Outcome, Verdict};
+use loopbrake_store::{update, Store};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// `_meta` keys that name a conversation, in order of preference (hosts.md 8.3).
+pub const SESSION_META_KEYS: &[&str] = &[
+    "vscode.conversationId",
+    "sessionID",
+    "sessionId",
+    "conversationId",
+];
+
+/// The largest single message accepted from either side.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// How the proxy judges calls.
+pub struct Options {
+    /// The engines.
+    pub engine: Engine,
+    /// Where session state lives.
+    pub store: Arc<dyn Store>,
+    /// The session of calls whose `_meta` names none (default: one per proxy process).
+    pub default_session: String,
+    /// How long an operator has to answer an elicitation before it counts as declined.
+    pub ask_timeout: Duration,
+    /// Refuse calls loopbrake cannot judge (its store failed) instead of letting them run.
+    pub fail_closed: bool,
+}
+
+/// Why the proxy stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The downstream server failed (exited, closed its output, wrote garbage).
+    #[error("the MCP server {0}")]
+    Downstream(String),
+    /// Talking to the client failed.
+    #[error("the MCP client connection failed: {0}")]
+    Client(String),
+}
+
+#[derive(Debug)]
+enum Pending {
+    /// A client request forwarded to the server.
+    Forwarded { initialize: bool },
+    /// A judged `tools/call` forwarded to the server.
+    ToolCall(ToolCtx),
+}
+
+#[derive(Debug, Clone)]
+struct ToolCtx {
+    session: String,
+    call_id: String,
+    advisories: Vec<String>,
+    cancelled: bool,
+}
+
+struct Shared {
+    opts: Options,
+    to_client: mpsc::UnboundedSender<String>,
+    to_server: mpsc::UnboundedSender<String>,
+    inflight: Mutex<HashMap<String, Pending>>,
+    elicit_waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    client_elicits: AtomicBool,
+    next_elicit: AtomicU64,
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn text_of(content: Option<&Value>) -> String {
+    content
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+impl Shared {
+    fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_client(&self, v: &Value) {
+        let _ = self.to_client.send(v.to_string());
+    }
+
+    fn session_for(&self, params: &Value) -> String {
+        let meta = params.get("_meta");
+        for k in SESSION_META_KEYS {
+            if let Some(s) = meta
+                .and_then(|m| m.get(*k))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                return format!("mcp:{s}");
+            }
+        }
+        self.opts.default_session.clone()
+    }
+
+    /// Runs an engine step on a session in the store, off the async threads.
+    async fn with_state<R: Send + 'static>(
+        self: &Arc<Self>,
+        session: String,
+        f: impl FnMut(&mut loopbrake_core::SessionState) -> R + Send + 'static,
+    ) -> Result<R, String> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            update(me.opts.store.as_ref(), &session, f).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    fn deny_result(id: &Value, text: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}], "isError": true}})
+    }
+
+    /// Asks the operator through the client's elicitation; `false` on decline, cancel,
+    /// error or timeout.
+    async fn elicit(self: &Arc<Self>, reason: &str) -> bool {
+        let n = self.next_elicit.fetch_add(1, Ordering::Relaxed);
+        let id = format!("loopbrake-elicit-{n}");
+        let (tx, rx) = oneshot::channel();
+        self.elicit_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id_key(&json!(id)), tx);
+        self.send_client(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+            "params": {
+                "message": reason,
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"approve": {"type": "boolean", "title": "Allow it for the rest of this turn?"}},
+                    "required": ["approve"]
+                }
+            }
+        }));
+        match tokio::time::timeout(self.opts.ask_timeout, rx).await {
+            Ok(Ok(resp)) => {
+                let r = &resp["result"];
+                r["action"] == "accept" && r["content"]["approve"] == true
+            }
+            _ => {
+                self.elicit_waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id_key(&json!(id)));
+                false
+            }
+        }
+    }
+
+    async fn tool_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
+        let key = id_key(&id);
+        let session = self.session_for(&params);
+        let call_id = format!("mcp-{key}");
+        let tool = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let args = params
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        // Registered before judging, so a response or a cancellation can never miss it.
+        self.inflight().insert(
+            key.clone(),
+            Pending::ToolCall(ToolCtx {
+                session: session.clone(),
+                call_id: call_id.clone(),
+                advisories: Vec::new(),
+                cancelled: false,
+            }),
+        );
+        let engine = self.opts.engine.clone();
+        let (s2, c2, t2) = (session.clone(), call_id.clone(), tool.clone());
+        let decided: Result<Result<Decision, EngineError>, String> = self
+            .with_state(session.clone(), move |st| {
+                engine.pre(
+                    st,
+                    &Call {
+                        session: &s2,
+                        id: &c2,
+                        tool: &t2,
+                        args: &args,
+                    },
+                )
+            })
+            .await;
+        let mut decision = match decided {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                self.inflight().remove(&key);
+                self.send_client(&Self::deny_result(
+                    &id,
+                    &format!("loopbrake could not judge this call: {e}"),
+                ));
+                return;
+            }
+            Err(problem) => {
+                eprintln!("loopbrake mcp: could not judge a call of {tool}: {problem}");
+                if self.opts.fail_closed {
+                    self.inflight().remove(&key);
+                    self.send_client(&Self::deny_result(
+                        &id,
+                        &format!(
+                            "loopbrake could not judge this call ({problem}), and its configuration refuses calls it \
+                             cannot judge ([store] fail_closed = true). Tell the user; do not retry the same call."
+                        ),
+                    ));
+                } else {
+                    let _ = self.to_server.send(raw);
+                }
+                return;
+            }
+        };
+        let mut prefix = String::new();
+        if decision.verdict == Verdict::Ask {
+            let can_ask = self.client_elicits.load(Ordering::Relaxed);
+            let approved = if can_ask {
+                self.elicit(decision.message.as_deref().unwrap_or("")).await
+            } else {
+                prefix = "Approval was unavailable: this MCP client cannot ask the operator (it offers no elicitation), \
+                          so the call was refused.\n\n"
+                    .to_string();
+                false
+            };
+            let engine = self.opts.engine.clone();
+            let c3 = call_id.clone();
+            match self
+                .with_state(session.clone(), move |st| engine.answer(st, &c3, approved))
+                .await
+            {
+                Ok(Ok(d)) => decision = d,
+                Ok(Err(_)) | Err(_) => {
+                    decision.verdict = Verdict::Deny;
+                    decision.message =
+                        Some("The call was stopped: the approval could not be recorded.".into());
+                }
+            }
+        }
+        match decision.verdict {
+            Verdict::Deny | Verdict::Ask => {
+                self.inflight().remove(&key);
+                let text = format!("{prefix}{}", decision.message.unwrap_or_default());
+                self.send_client(&Self::deny_result(&id, &text));
+            }
+            Verdict::Allow | Verdict::Advise => {
+                if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&key) {
+                    ctx.advisories = decision.advisories.into_iter().map(|a| a.text).collect();
+                }
+                let _ = self.to_server.send(raw);
+            }
+        }
+    }
+
+    async fn tool_result(self: Arc<Self>, ctx: ToolCtx, mut msg: Value, raw: String) {
+        let mut outcome = Outcome::default();
+        if ctx.cancelled {
+            outcome.aborted = Some(true);
+        } else if let Some(err) = msg.get("error") {
+            outcome.is_error = Some(true);
+            outcome.error_code = err.get("code").map(|c| c.to_string());
+            outcome.text = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        } else {
+            let result = msg.get("result");
+            if result.and_then(|r| r.get("isError")) == Some(&Value::Bool(true)) {
+                outcome.is_error = Some(true);
+            }
+            outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
+        }
+        let engine = self.opts.engine.clone();
+        let call_id = ctx.call_id.clone();
+        let mut advisories = ctx.advisories.clone();
+        if let Ok(Ok(post)) = self
+            .with_state(ctx.session.clone(), move |st| {
+                engine.post(st, &call_id, &outcome)
+            })
+            .await
+        {
+            advisories.extend(post.advisories.into_iter().map(|a| a.text));
+        }
+        if advisories.is_empty() {
+            let _ = self.to_client.send(raw);
+            return;
+        }
+        match msg
+            .get_mut("result")
+            .and_then(|r| r.get_mut("content"))
+            .and_then(Value::as_array_mut)
+        {
+            Some(content) => {
+                for a in advisories {
+                    content.push(json!({"type": "text", "text": a}));
+                }
+                self.send_client(&msg);
+            }
+            // A JSON-RPC error has no content to carry advice: pass it on unchanged.
+            None => {
+                let _ = self.to_client.send(raw);
+            }
+        }
+    }
+
+    fn rewrite_server_info(msg: &mut Value) {
+        let Some(info) = msg
+            .get_mut("result")
+            .and_then(|r| r.get_mut("serverInfo"))
+            .and_then(Value::as_object_mut)
+        else {
+            return;
+        };
+        let name = info
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("server")
+            .to_string();
+        let version = info
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let title = info
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or(&name)
+            .to_string();
+        info.insert("name".into(), json!(format!("loopbrake/{name}")));
+        info.insert(
+            "title".into(),
+            json!(format!(
+                "{title} (through loopbrake {})",
+                env!("CARGO_PKG_VERSION")
+            )),
+        );
+        if version.is_empty() {
+            info.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+        }
+    }
+
+    /// The server is gone: every request in flight gets an error; nothing hangs.
+    fn fail_inflight(&self, why: &str) {
+        let pending: Vec<String> = self.inflight().drain().map(|(k, _)| k).collect();
+        for key in pending {
+            let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+            self.send_client(&json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32603,
+                "message": format!("loopbrake: the MCP server {why} before answering this request")
+            }}));
+        }
+    }
+}
+
+/// Reads newline-delimited messages with a length bound.
+async fn read_message<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<String>> {
+    buf.clear();
+    let n = r.read_until(b'\n', buf).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() > MAX_MESSAGE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "message too large",
+        ));
+    }
+    while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        buf.pop();
+    }
+    Ok(Some(String::from_utf8_lossy(buf).into_owned()))
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: mpsc::UnboundedReceiver<String>,
+) -> std::io::Result<()> {
+    while let Some(line) = rx.recv().await {
+        w.write_all(line.as_bytes()).await?;
+        w.write_all(b"\n").await?;
+        w.flush().await?;
+    }
+    Ok(())
+}
+
+/// Runs the proxy between a client (`client_in` / `client_out`) and a server reached by
+/// `server_in` (what the server writes) and `server_out` (what it reads). Returns when
+/// the client closes its side (after the server's last answers) or with an error when the
+/// server fails.
+pub async fn run<CI, CO, SI, SO>(
+    opts: Options,
+    client_in: CI,
+    client_out: CO,
+    server_in: SI,
+    server_out: SO,
+) -> Result<(), ProxyError>
+where
+    CI: AsyncRead + Unpin + Send + 'static,
+    CO: AsyncWrite + Unpin + Send + 'static,
+    SI: AsyncRead + Unpin + Send + 'static,
+    SO: AsyncWrite + Unpin + Send + 'static,
+{
+    let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
+    let (to_server, server_rx) = mpsc::unbounded_channel::<String>();
+    let shared = Arc::new(Shared {
+        opts,
+        to_client,
+        to_server,
+        inflight: Mutex::new(HashMap::new()),
+        elicit_waiters: Mutex::new(HashMap::new()),
+        client_elicits: AtomicBool::new(false),
+        next_elicit: AtomicU64::new(1),
+    });
+    let client_writer = tokio::spawn(write_lines(client_out, client_rx));
+    let server_writer = tokio::spawn(write_lines(server_out, server_rx));
+
+    // Client → server.
+    let from_client = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(client_in);
+            let mut buf = Vec::new();
+            loop {
+                let line = match read_message(&mut r, &mut buf).await {
+                    Ok(Some(l)) => l,
+                    Ok(None) => return Ok::<(), ProxyError>(()),
+                    Err(e) => return Err(ProxyError::Client(e.to_string())),
+                };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let msg: Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        // Not ours to judge: the server answers malformed input itself.
+                        let _ = shared.to_server.send(line);
+                        continue;
+                    }
+                };
+                let method = msg
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                let id = msg.get("id").cloned();
+                match (method.as_deref(), id) {
+                    (Some("tools/call"), Some(id)) => {
+                        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+                        tokio::spawn(shared.clone().tool_call(id, params, line));
+                    }
+                    (Some(m), Some(id)) => {
+                        if m == "initialize" {
+                            let elicits = msg.pointer("/params/capabilities/elicitation").is_some();
+                            shared.client_elicits.store(elicits, Ordering::Relaxed);
+                        }
+                        shared.inflight().insert(
+                            id_key(&id),
+                            Pending::Forwarded {
+                                initialize: m == "initialize",
+                            },
+                        );
+                        let _ = shared.to_server.send(line);
+                    }
+                    (Some(m), None) => {
+                        if m == "notifications/cancelled" {
+                            if let Some(rid) = msg.pointer("/params/requestId") {
+                                if let Some(Pending::ToolCall(ctx)) =
+                                    shared.inflight().get_mut(&id_key(rid))
+                                {
+                                    ctx.cancelled = true;
+                                }
+                            }
+                        }
+                        let _ = shared.to_server.send(line);
+                    }
+                    (None, Some(id)) => {
+                        // A response: to our own elicitation, or to a server-initiated request.
+                        let waiter = shared
+                            .elicit_waiters
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&id_key(&id));
+                        match waiter {
+                            Some(tx) => {
+                                let _ = tx.send(msg);
+                            }
+                            None => {
+                                let _ = shared.to_server.send(line);
+                            }
+                        }
+                    }
+                    (None, None) => {
+                        let _ = shared.to_server.send(line);
+                    }
+                }
+            }
+        })
+    };
+
+    // Server → client.
+    let from_server = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut r = BufReader::new(server_in);
+            let mut buf = Vec::new();
+            loop {
+                let line = match read_message(&mut r, &mut buf).await {
+                    Ok(Some(l)) => l,
+                    Ok(None) => return Err("closed its output".to_string()),
+                    Err(e) => return Err(format!("could not be read ({e})")),
+                };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let mut msg: Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        return Err("wrote something that is not JSON-RPC on its stdout".to_string())
+                    }
+                };
+                let is_response = msg.get("method").is_none();
+                let pending = match msg.get("id").filter(|_| is_response) {
+                    Some(id) => shared.inflight().remove(&id_key(id)),
+                    None => None,
+                };
+                match pending {
+                    Some(Pending::ToolCall(ctx)) => {
+                        tokio::spawn(shared.clone().tool_result(ctx, msg, line));
+                    }
+                    Some(Pending::Forwarded { initialize: true }) => {
+                        Shared::rewrite_server_info(&mut msg);
+                        shared.send_client(&msg);
+                    }
+                    _ => {
+                        let _ = shared.to_client.send(line);
+                    }
+                }
+            }
+        })
+    };
+
+    let mut from_server = from_server;
+    let outcome = tokio::select! {
+        r = from_client => {
+            // The client is done: let the server answer what is in flight (for a while),
+            // then stop.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while !shared.inflight().is_empty() && tokio::time::Instant::now() < deadline && !from_server.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            from_server.abort();
+            match r {
+                Ok(Err(e)) => Err(e),
+                _ => Ok(()),
+            }
+        }
+        r = &mut from_server => {
+            let why = match r {
+                Ok(Err(why)) => why,
+                Ok(Ok(())) => "stopped".to_string(),
+                Err(e) => format!("reader failed ({e})"),
+            };
+            shared.fail_inflight(&why);
+            Err(ProxyError::Downstream(why))
+        }
+    };
+    // Let queued lines reach the client, then close both directions.
+    let grace = Duration::from_millis(200);
+    drop(shared);
+    let _ = tokio::time::timeout(grace, client_writer).await;
+    server_writer.abort();
+    outcome
+}

@@ -1,0 +1,338 @@
+//! The MCP proxy end to end with real peers: the official TypeScript SDK client
+//! (`@modelcontextprotocol/sdk` 1.32.2) driving `loopbrake mcp -- node server-everything`
+//! (`@modelcontextprotocol/server-everything` 2026.8.31), and the real Claude Code 2.1.332
+//! using the proxy through `--mcp-config`.
+//!
+//! Ignored by a plain `cargo test` (they need the npm packages): `scripts/test` installs
+//! them into `target/e2e-npm` and runs these with `--include-ignored`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn node_modules() -> PathBuf {
+    let p = std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/e2e-npm/node_modules"));
+    assert!(
+        p.join("@modelcontextprotocol/sdk").exists()
+            && p.join("@modelcontextprotocol/server-everything").exists(),
+        "{}: the MCP packages are missing; run ./scripts/test",
+        p.display()
+    );
+    p
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("loopbrake-mcp-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn output_with_deadline(mut cmd: Command, secs: u64) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "did not finish in {secs} s; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs the TypeScript SDK client scenario against the proxy with this configuration.
+fn client(name: &str, toml: &str, scenario: &str) -> Value {
+    let dir = tmpdir(name);
+    let cfg = dir.join("loopbrake.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let mut c = Command::new("node");
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp_client.js"))
+        .arg(node_modules())
+        .arg(env!("CARGO_BIN_EXE_loopbrake"))
+        .arg(&cfg)
+        .arg(scenario)
+        .env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_MAX_REPEATS");
+    let out = output_with_deadline(c, 120);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn calls(v: &Value) -> Vec<(bool, Vec<String>)> {
+    v["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["isError"] == true,
+                c["text"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn everything_but_the_verdicts_passes_through() {
+    let v = client("passthrough", "", "passthrough");
+    assert_eq!(v["serverInfo"]["name"], "loopbrake/mcp-servers/everything");
+    assert!(v["serverInfo"]["title"]
+        .as_str()
+        .unwrap()
+        .contains("through loopbrake"));
+    let tools: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"get-sum"),
+        "{tools:?}"
+    );
+    assert!(v["resources"].as_u64().unwrap() > 0);
+    assert_eq!(v["read"], 1);
+    assert!(v["prompts"].as_array().unwrap().len() >= 2);
+    assert_eq!(v["prompt"], 1);
+    assert_eq!(v["echo"]["text"][0], "Echo: hello");
+    assert_eq!(v["echo"]["isError"], false);
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn a_repeated_echo_is_advised_then_refused() {
+    // The streak brake alone refuses the third identical echo.
+    let c = calls(&client("repeat-streak", "", "repeat"));
+    assert!(!c[0].0 && !c[1].0);
+    assert!(
+        c[2].0 && c[2].1[0].starts_with("loop brake: tool \"echo\" called 3 times in a row"),
+        "{:?}",
+        c[2]
+    );
+    // The breaker alone: advised at 7 and 11 (a text block added to the server's
+    // result), refused at 12 with isError and loopbrake's text; this client offers no
+    // elicitation, so the ask fails closed.
+    let c = calls(&client(
+        "repeat-breaker",
+        "[streak]\nenabled = false\n",
+        "repeat",
+    ));
+    for (i, (is_error, text)) in c.iter().enumerate().take(11) {
+        assert!(!is_error, "call {}", i + 1);
+        assert_eq!(text[0], "Echo: same");
+        let advised = text.len() > 1;
+        assert_eq!(advised, i == 6 || i == 10, "call {}: {text:?}", i + 1);
+    }
+    assert!(c[6].1[1].starts_with("CONVERGENCE_CHECK: you are repeating yourself"));
+    assert!(c[10].1[1].contains("summarise your progress"));
+    assert!(c[11].0);
+    assert!(
+        c[11].1[0].starts_with("Approval was unavailable"),
+        "{:?}",
+        c[11]
+    );
+    assert!(c[11].1[0].contains("REPEAT_TOOL_BLOCKED: repeated echo (semantic match)"));
+    assert!(c[12].0 && c[12].1[0].starts_with("REPEAT_TOOL_BLOCKED"));
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn a_call_the_server_keeps_rejecting_is_stopped_by_the_failure_track() {
+    let c = calls(&client(
+        "failing",
+        "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\n",
+        "failing",
+    ));
+    for (i, (is_error, text)) in c.iter().enumerate().take(5) {
+        assert!(
+            *is_error && text[0].contains("Invalid arguments"),
+            "call {}: {text:?}",
+            i + 1
+        );
+        assert_eq!(
+            text.len() > 1,
+            i == 2,
+            "the failure advisory comes with the third failure"
+        );
+    }
+    assert!(
+        c[2].1[1].contains("has failed 3 times in a row — the call raised an error"),
+        "{:?}",
+        c[2]
+    );
+    assert!(
+        c[5].0 && c[5].1[0].starts_with("REPEAT_TOOL_BLOCKED: get-sum (consecutive failures)"),
+        "{:?}",
+        c[5]
+    );
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn asks_go_to_the_operator_through_elicitation() {
+    let approved = client("ask-approve", "[streak]\nenabled = false\n", "ask-approve");
+    assert_eq!(approved["asked"].as_array().unwrap().len(), 1);
+    assert!(approved["asked"][0]
+        .as_str()
+        .unwrap()
+        .contains("REST OF THIS TURN"));
+    let c = calls(&approved);
+    assert!(
+        c.iter().all(|(e, _)| !e),
+        "approved: the rest of the turn rides along"
+    );
+    let declined = client("ask-decline", "[streak]\nenabled = false\n", "ask-decline");
+    let c = calls(&declined);
+    assert!(
+        c[11].0 && c[11].1[0].contains("was NOT granted"),
+        "{:?}",
+        c[11]
+    );
+    assert!(c[12].0);
+    assert_eq!(
+        declined["asked"].as_array().unwrap().len(),
+        1,
+        "a refused measure is not asked again"
+    );
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn parallel_calls_are_counted_exactly() {
+    let c = calls(&client(
+        "parallel",
+        "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\n",
+        "parallel",
+    ));
+    assert_eq!(c.len(), 12);
+    assert_eq!(
+        c.iter().filter(|(e, _)| *e).count(),
+        1,
+        "12 concurrent identical calls: exactly the 12th is gated"
+    );
+}
+
+#[test]
+#[ignore = "needs Claude Code and the MCP packages from npm: run ./scripts/test"]
+fn claude_code_through_the_proxy_sees_the_refusal() {
+    let nm = node_modules();
+    let claude = nm.join("@anthropic-ai/claude-code-linux-x64/claude");
+    assert!(claude.exists(), "run ./scripts/test");
+    let dir = tmpdir("claude");
+    std::fs::write(dir.join("loopbrake.toml"), "").unwrap();
+    let log = dir.join("requests.jsonl");
+    let portfile = dir.join("port");
+    let mut mock = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mock_model.py"))
+        .args([
+            log.to_str().unwrap(),
+            portfile.to_str().unwrap(),
+            r#"{"message":"same"}"#,
+            "8",
+            "mcp__everything__echo",
+        ])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !portfile.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let port = std::fs::read_to_string(&portfile).unwrap();
+    let mcp = serde_json::json!({"mcpServers": {"everything": {
+        "command": env!("CARGO_BIN_EXE_loopbrake"),
+        "args": ["--config", dir.join("loopbrake.toml"), "mcp", "--", "node",
+                 nm.join("@modelcontextprotocol/server-everything/dist/index.js")]
+    }}});
+    std::fs::write(dir.join("mcp.json"), mcp.to_string()).unwrap();
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = Command::new(&claude);
+    c.current_dir(&work)
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env(
+            "ANTHROPIC_BASE_URL",
+            format!("http://127.0.0.1:{}", port.trim()),
+        )
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("CLAUDE_CONFIG_DIR", dir.join("cfg"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .args([
+            "-p",
+            "echo",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--mcp-config",
+        ])
+        .arg(dir.join("mcp.json"))
+        .args(["--strict-mcp-config", "--allowedTools", "mcp__everything"]);
+    let out = output_with_deadline(c, 240);
+    let _ = mock.kill();
+    let _ = mock.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let body: Value = serde_json::from_str(&last).unwrap();
+    let results: Vec<&Value> = body["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[2]["is_error"], true);
+    assert!(
+        results[2]["content"]
+            .to_string()
+            .contains(r#"loop brake: tool \"echo\" called 3 times in a row"#),
+        "{}",
+        results[2]
+    );
+}
