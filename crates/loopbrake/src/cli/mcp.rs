@@ -33,7 +33,7 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let outcome = rt.block_on(async move {
         let (program, args) = command.split_first().ok_or("no server command after --")?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
@@ -78,5 +78,9 @@ pub fn run(
             }
             Err(e) => Err(e.to_string().into()),
         }
-    })
+    });
+    // Tokio reads stdin on a blocking thread that a runtime drop would wait for (until
+    // the client writes or closes): do not wait for it.
+    rt.shutdown_background();
+    outcome
 }
