@@ -23,6 +23,8 @@
 //! and the proxy stops with a message: nothing hangs.
 #![deny(missing_docs)]
 
+pub mod http;
+
 use loopbrake_core::{Call, Decision, Engine, EngineError, Outcome, Verdict};
 use loopbrake_store::{update, Store};
 use serde_json::{json, Value};
@@ -56,6 +58,8 @@ pub struct Options {
     pub ask_timeout: Duration,
     /// Refuse calls loopbrake cannot judge (its store failed) instead of letting them run.
     pub fail_closed: bool,
+    /// Over Streamable HTTP: the server's session, whose id keys calls with no `_meta` key.
+    pub http_session: Option<Arc<http::HttpSession>>,
 }
 
 /// Why the proxy stopped.
@@ -132,6 +136,14 @@ impl Shared {
             {
                 return format!("mcp:{s}");
             }
+        }
+        if let Some(id) = self
+            .opts
+            .http_session
+            .as_ref()
+            .and_then(|h| h.id.read().unwrap_or_else(|e| e.into_inner()).clone())
+        {
+            return format!("mcp-http:{id}");
         }
         self.opts.default_session.clone()
     }
@@ -615,4 +627,25 @@ where
     let _ = tokio::time::timeout(grace, client_writer).await;
     server_writer.abort();
     outcome
+}
+
+/// Runs the proxy in front of a Streamable HTTP server at `url` (see [`http`]).
+pub async fn run_http<CI, CO>(
+    mut opts: Options,
+    client_in: CI,
+    client_out: CO,
+    url: String,
+) -> Result<(), ProxyError>
+where
+    CI: AsyncRead + Unpin + Send + 'static,
+    CO: AsyncWrite + Unpin + Send + 'static,
+{
+    let session = Arc::new(http::HttpSession::default());
+    opts.http_session = Some(session.clone());
+    let (relay_side, bridge_side) = tokio::io::duplex(1 << 20);
+    let bridge = tokio::spawn(http::bridge(bridge_side, url, session));
+    let (server_in, server_out) = tokio::io::split(relay_side);
+    let r = run(opts, client_in, client_out, server_in, server_out).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), bridge).await;
+    r
 }

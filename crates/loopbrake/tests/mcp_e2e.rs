@@ -336,3 +336,86 @@ fn claude_code_through_the_proxy_sees_the_refusal() {
         results[2]
     );
 }
+
+/// In front of a Streamable HTTP server (`loopbrake mcp --url`), with the embedded store:
+/// the session is keyed by the server's `Mcp-Session-Id`.
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn in_front_of_a_streamable_http_server() {
+    let nm = node_modules();
+    let port = loopbrake_store::testing::free_port();
+    let mut server = Command::new("node")
+        .arg(nm.join("@modelcontextprotocol/server-everything/dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "server-everything did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tmpdir("http");
+    let state = dir.join("state.db");
+    let cfg = dir.join("loopbrake.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[streak]\nenabled = false\n[store]\nkind = \"sqlite\"\npath = \"{}\"\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let run = |scenario: &str| {
+        let mut c = Command::new("node");
+        c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp_client.js"))
+            .arg(&nm)
+            .arg(env!("CARGO_BIN_EXE_loopbrake"))
+            .arg(&cfg)
+            .arg(scenario)
+            .env("MCP_URL", format!("http://127.0.0.1:{port}/mcp"))
+            .env_remove("LOOPBRAKE_STATE")
+            .env_remove("LOOPBRAKE_CONFIG");
+        let out = output_with_deadline(c, 120);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(
+            out.stdout
+                .split(|b| *b == b'\n')
+                .rfind(|l| l.starts_with(b"{"))
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let v = run("passthrough");
+    assert_eq!(v["echo"]["text"][0], "Echo: hello");
+    assert_eq!(v["read"], 1);
+    assert_eq!(v["serverInfo"]["name"], "loopbrake/mcp-servers/everything");
+    let c = calls(&run("repeat"));
+    assert!(c[6].1.len() == 2 && c[6].1[1].starts_with("CONVERGENCE_CHECK"));
+    assert!(c[11].0 && c[12].0);
+    let listed = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["sessions", "--json"])
+        .env_remove("LOOPBRAKE_STATE")
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(
+        sessions
+            .iter()
+            .any(|s| s["key"].as_str().unwrap().starts_with("mcp-http:")),
+        "calls are keyed by the HTTP session: {sessions:?}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

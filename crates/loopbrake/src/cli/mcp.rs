@@ -12,6 +12,7 @@ pub fn run(
     config: Option<&Path>,
     session: Option<String>,
     ask_timeout: u64,
+    url: Option<String>,
     command: &[String],
 ) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
@@ -29,11 +30,23 @@ pub fn run(
         default_session,
         ask_timeout: Duration::from_secs(ask_timeout),
         fail_closed: s.store.fail_closed,
+        http_session: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let outcome = rt.block_on(async move {
+        if let Some(url) = url {
+            return match loopbrake_mcp::run_http(opts, tokio::io::stdin(), tokio::io::stdout(), url)
+                .await
+            {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("loopbrake mcp: {e}; stopping");
+                    Ok(ExitCode::from(1))
+                }
+            };
+        }
         let (program, args) = command.split_first().ok_or("no server command after --")?;
         let mut child = tokio::process::Command::new(program)
             .args(args)

@@ -82,8 +82,12 @@ enum Command {
         /// Seconds the operator has to answer an ask (through the client's elicitation).
         #[arg(long, default_value_t = 120)]
         ask_timeout: u64,
+        /// A Streamable HTTP server's endpoint (e.g. http://127.0.0.1:3001/mcp) instead
+        /// of a command.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
         /// The server's command and arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "COMMAND")]
+        #[arg(last = true, required_unless_present = "url", value_name = "COMMAND")]
         command: Vec<String>,
     },
     /// List stored sessions, or reset one.
@@ -168,8 +172,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Mcp {
             session,
             ask_timeout,
+            url,
             command,
-        } => mcp::run(cli.config.as_deref(), session, ask_timeout, &command),
+        } => mcp::run(cli.config.as_deref(), session, ask_timeout, url, &command),
         Command::Init {
             dialect,
             user: _,

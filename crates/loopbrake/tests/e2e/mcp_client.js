@@ -11,9 +11,11 @@ const text = (r) => (r.content || []).filter((b) => b.type === 'text').map((b) =
 
 async function main() {
   const elicit = scenario.startsWith('ask-');
+  // MCP_URL: the proxy talks Streamable HTTP to an already running server.
+  const downstream = process.env.MCP_URL ? ['--url', process.env.MCP_URL] : ['--', process.execPath, server];
   const transport = new StdioClientTransport({
     command: loopbrake,
-    args: ['--config', config, 'mcp', '--', process.execPath, server],
+    args: ['--config', config, 'mcp', ...downstream],
     env: { ...process.env },
     stderr: 'inherit',
   });
