@@ -149,17 +149,17 @@ impl Shared {
     }
 
     /// Runs an engine step on a session in the store, off the async threads.
-    async fn with_state<R: Send + 'static>(
-        self: &Arc<Self>,
-        session: String,
-        f: impl FnMut(&mut loopbrake_core::SessionState) -> R + Send + 'static,
+    fn with_state<R>(
+        &self,
+        session: &str,
+        f: impl FnMut(&mut loopbrake_core::SessionState) -> R,
     ) -> Result<R, String> {
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || {
-            update(me.opts.store.as_ref(), &session, f).map_err(|e| e.to_string())
+        // block_in_place: no hand-off to another thread (a memory store answers in
+        // microseconds), yet a slow store (SQLite, Redis) does not stall other tasks.
+        let mut f = f;
+        tokio::task::block_in_place(|| {
+            update(self.opts.store.as_ref(), session, &mut f).map_err(|e| e.to_string())
         })
-        .await
-        .map_err(|e| e.to_string())?
     }
 
     fn deny_result(id: &Value, text: &str) -> Value {
@@ -225,21 +225,20 @@ impl Shared {
                 cancelled: false,
             }),
         );
-        let engine = self.opts.engine.clone();
-        let (s2, c2, t2) = (session.clone(), call_id.clone(), tool.clone());
-        let decided: Result<Result<Decision, EngineError>, String> = self
-            .with_state(session.clone(), move |st| {
+        // The engine is borrowed, never cloned: a clone would compile its lazy patterns again.
+        let engine = &self.opts.engine;
+        let decided: Result<Result<Decision, EngineError>, String> =
+            self.with_state(&session, |st| {
                 engine.pre(
                     st,
                     &Call {
-                        session: &s2,
-                        id: &c2,
-                        tool: &t2,
+                        session: &session,
+                        id: &call_id,
+                        tool: &tool,
                         args: &args,
                     },
                 )
-            })
-            .await;
+            });
         let mut decision = match decided {
             Ok(Ok(d)) => d,
             Ok(Err(e)) => {
@@ -278,12 +277,8 @@ impl Shared {
                     .to_string();
                 false
             };
-            let engine = self.opts.engine.clone();
-            let c3 = call_id.clone();
-            match self
-                .with_state(session.clone(), move |st| engine.answer(st, &c3, approved))
-                .await
-            {
+            let engine = &self.opts.engine;
+            match self.with_state(&session, |st| engine.answer(st, &call_id, approved)) {
                 Ok(Ok(d)) => decision = d,
                 Ok(Err(_)) | Err(_) => {
                     decision.verdict = Verdict::Deny;
@@ -325,14 +320,10 @@ impl Shared {
             }
             outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
         }
-        let engine = self.opts.engine.clone();
-        let call_id = ctx.call_id.clone();
+        let engine = &self.opts.engine;
         let mut advisories = ctx.advisories.clone();
-        if let Ok(Ok(post)) = self
-            .with_state(ctx.session.clone(), move |st| {
-                engine.post(st, &call_id, &outcome)
-            })
-            .await
+        if let Ok(Ok(post)) =
+            self.with_state(&ctx.session, |st| engine.post(st, &ctx.call_id, &outcome))
         {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }

@@ -16,7 +16,9 @@ use std::time::Duration;
 fn server_everything() -> PathBuf {
     let nm = std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/e2e-npm/node_modules"));
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/e2e-npm/node_modules")
+        });
     let p = nm.join("@modelcontextprotocol/server-everything/dist/index.js");
     assert!(p.exists(), "{} is missing: run ./scripts/test", p.display());
     p
@@ -38,7 +40,13 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
     let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
     let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
     let opts = Options {
-        engine: Engine::new(Config::from_toml_str("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"", &no_env).unwrap()),
+        engine: Engine::new(
+            Config::from_toml_str(
+                "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"",
+                &no_env,
+            )
+            .unwrap(),
+        ),
         store: Arc::new(MemoryStore::new()),
         default_session: "rmcp-test".into(),
         ask_timeout: Duration::from_secs(5),
@@ -49,7 +57,9 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
 
     let client = ().serve(client_side).await.expect("initialize through the proxy");
     let info = client.peer_info().expect("server info");
-    assert!(serde_json::to_string(&*info).unwrap().contains("loopbrake/mcp-servers/everything"));
+    assert!(serde_json::to_string(&*info)
+        .unwrap()
+        .contains("loopbrake/mcp-servers/everything"));
     let tools = client.list_tools(Default::default()).await.unwrap();
     assert!(tools.tools.iter().any(|t| t.name == "echo"));
 
@@ -65,8 +75,16 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
     }
     let text = |v: &serde_json::Value| v.to_string();
     assert!(text(&texts[0]).contains("Echo: rust"));
-    assert!(text(&texts[6]).contains("CONVERGENCE_CHECK"), "{}", texts[6]);
-    assert!(text(&texts[11]).contains("REPEAT_TOOL_BLOCKED"), "{}", texts[11]);
+    assert!(
+        text(&texts[6]).contains("CONVERGENCE_CHECK"),
+        "{}",
+        texts[6]
+    );
+    assert!(
+        text(&texts[11]).contains("REPEAT_TOOL_BLOCKED"),
+        "{}",
+        texts[11]
+    );
     assert_eq!(texts[11]["isError"], true);
     client.cancel().await.unwrap();
     let _ = tokio::time::timeout(Duration::from_secs(10), proxy).await;

@@ -44,9 +44,11 @@ pub struct ToolClasses {
     url_re: LazyPattern,
 }
 
-/// The compiled `url_pattern`, built on first use. Equality is decided by `url_pattern`.
+/// The compiled `url_pattern`, built on first use and shared by every clone of the
+/// configuration (so cloning an engine never compiles it again). Equality is decided by
+/// `url_pattern`.
 #[derive(Debug, Clone, Default)]
-struct LazyPattern(std::sync::OnceLock<Option<Pattern>>);
+struct LazyPattern(std::sync::Arc<std::sync::OnceLock<Option<Pattern>>>);
 
 impl PartialEq for LazyPattern {
     fn eq(&self, _: &Self) -> bool {
