@@ -359,34 +359,25 @@ impl Processor {
     fn store_failed(&mut self, id: &str, problem: &str) -> Handled {
         self.degraded += 1;
         let note = format!("loopbrake could not judge this call: {problem}");
-        let line = if self.fail_closed {
-            let message = format!(
-                "{note}. Its configuration refuses calls it cannot judge ([store] fail_closed = true); do not retry the same call."
-            );
-            to_line(&DecisionOut {
-                id,
-                verdict: "deny",
-                engine: None,
-                code: Some("STORE_UNAVAILABLE"),
-                message: Some(&message),
-                hits: Vec::new(),
-                advisories: Vec::new(),
-                settled: Vec::new(),
-                degraded: Some(&note),
-            })
+        let message = format!(
+            "{note}. Its configuration refuses calls it cannot judge ([store] fail_closed = true); do not retry the same call."
+        );
+        let (verdict, code, message) = if self.fail_closed {
+            ("deny", Some("STORE_UNAVAILABLE"), Some(message.as_str()))
         } else {
-            to_line(&DecisionOut {
-                id,
-                verdict: "allow",
-                engine: None,
-                code: None,
-                message: None,
-                hits: Vec::new(),
-                advisories: Vec::new(),
-                settled: Vec::new(),
-                degraded: Some(&note),
-            })
+            ("allow", None, None)
         };
+        let line = to_line(&DecisionOut {
+            id,
+            verdict,
+            engine: None,
+            code,
+            message,
+            hits: Vec::new(),
+            advisories: Vec::new(),
+            settled: Vec::new(),
+            degraded: Some(&note),
+        });
         Handled {
             line,
             is_error: false,
@@ -476,12 +467,9 @@ impl Processor {
                 Err(e) => return self.error(line_no, &e.to_string()),
             }
         }
+        let line = session_line(session, &settled);
         Handled {
-            line: to_line(&SessionOut {
-                session,
-                ok: true,
-                settled: settled_out(&settled),
-            }),
+            line,
             is_error: false,
             record: Record::User {
                 session: session.to_string(),
@@ -506,12 +494,9 @@ impl Processor {
             }
         }
         self.agents.remove(session);
+        let line = session_line(session, &settled);
         Handled {
-            line: to_line(&SessionOut {
-                session,
-                ok: true,
-                settled: settled_out(&settled),
-            }),
+            line,
             is_error: false,
             record: Record::End {
                 session: session.to_string(),
@@ -519,6 +504,14 @@ impl Processor {
             },
         }
     }
+}
+
+fn session_line(session: &str, settled: &[Settled]) -> String {
+    to_line(&SessionOut {
+        session,
+        ok: true,
+        settled: settled_out(settled),
+    })
 }
 
 fn decision_line(d: &Decision) -> String {

@@ -93,6 +93,14 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// Milliseconds since the Unix epoch (stores keep activity times; the core has no clock).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what
 /// the kept run of `f` returned.
 pub fn update<R>(

@@ -1,10 +1,9 @@
 //! In-memory sessions: for the library, `serve`, `replay`, the MCP proxy and tests.
 
-use crate::{SessionInfo, Store, StoreError};
+use crate::{now_ms, SessionInfo, Store, StoreError};
 use loopbrake_core::SessionState;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Sessions in a map behind a mutex; idle sessions are dropped after `idle_ttl_ms`
 /// (swept on writes, no background thread).
@@ -13,13 +12,6 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<String, (SessionState, u64)>>,
     idle_ttl_ms: Option<u64>,
     writes: Mutex<u64>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl MemoryStore {

@@ -18,11 +18,11 @@
 //! Reconnection: a connection that fails is dropped and the next operation connects again,
 //! so a long-lived process survives a Redis restart without restarting itself.
 
-use crate::{SessionInfo, Store, StoreError};
+use crate::{now_ms, SessionInfo, Store, StoreError};
 use loopbrake_core::SessionState;
 use redis::Value as RValue;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Optimistic retries before an update gives up (each retry follows a real conflict).
 pub const MAX_RETRIES: u32 = 200;
@@ -76,13 +76,6 @@ impl std::fmt::Debug for RedisStore {
             .field("store", &self.name)
             .finish()
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl RedisStore {

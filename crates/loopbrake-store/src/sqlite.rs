@@ -8,7 +8,7 @@ use loopbrake_core::SessionState;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Schema version written to `meta`.
 const SCHEMA: i64 = 1;
@@ -43,10 +43,17 @@ pub struct SqliteStore {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    crate::now_ms().min(i64::MAX as u64) as i64
+}
+
+/// A session's stored bytes and last update time.
+fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<(Vec<u8>, i64)>> {
+    conn.query_row(
+        "SELECT state, updated_ms FROM sessions WHERE key = ?1",
+        params![key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
 }
 
 impl SqliteStore {
@@ -214,14 +221,7 @@ impl Store for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))?;
-        let row: Option<(Vec<u8>, i64)> = tx
-            .query_row(
-                "SELECT state, updated_ms FROM sessions WHERE key = ?1",
-                params![session],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
+        let row = read_row(&tx, session).map_err(|e| self.err(e))?;
         let mut state = match row {
             Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => {
                 self.decode(session, &bytes).unwrap_or_default()
@@ -260,15 +260,7 @@ impl Store for SqliteStore {
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
-        let row: Option<(Vec<u8>, i64)> = self
-            .conn()
-            .query_row(
-                "SELECT state, updated_ms FROM sessions WHERE key = ?1",
-                params![session],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
+        let row = read_row(&self.conn(), session).map_err(|e| self.err(e))?;
         Ok(row
             .filter(|(_, t)| now_ms().saturating_sub(*t) <= self.ttl_ms())
             .map(|(b, _)| self.decode(session, &b).unwrap_or_default()))

@@ -7,14 +7,13 @@
 //! then runs these tests with `--include-ignored`. Override the location with
 //! `LOOPBRAKE_E2E_NODE_MODULES`.
 
+mod support;
+use support::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn node_modules() -> PathBuf {
     std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
@@ -56,13 +55,6 @@ impl Drop for Mock {
     }
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("loopbrake-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn start_mock(dir: &Path, command: &str, max_calls: u32) -> Mock {
     let log = dir.join("requests.jsonl");
     let portfile = dir.join("port");
@@ -88,31 +80,6 @@ fn start_mock(dir: &Path, command: &str, max_calls: u32) -> Mock {
         .parse()
         .unwrap();
     Mock { child, port, log }
-}
-
-/// Runs a command with a deadline; a hung agent fails the test instead of hanging CI.
-fn run_with_deadline(mut cmd: Command, secs: u64) -> std::process::Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "the agent did not finish in {secs} s; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn loopbrake(dir: &Path) -> Command {
@@ -189,13 +156,13 @@ fn run_claude(dir: &Path, cfg: &Path, mock: &Mock) -> std::process::Output {
             "--allowedTools",
             "Bash",
         ]);
-    run_with_deadline(c, 240)
+    output_with_deadline(c, 240)
 }
 
 #[test]
 #[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
 fn claude_code_repeating_one_bash_call_is_stopped_at_the_third() {
-    let dir = tmpdir("claude-repeat");
+    let dir = tmpdir("e2e", "claude-repeat");
     let cfg = setup_claude(&dir, "");
     let mock = start_mock(&dir, "echo same-call", 8);
     let out = run_claude(&dir, &cfg, &mock);
@@ -223,7 +190,7 @@ fn claude_code_repeating_one_bash_call_is_stopped_at_the_third() {
 #[test]
 #[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
 fn claude_code_repeating_a_failing_command_is_advised_then_stopped() {
-    let dir = tmpdir("claude-failing");
+    let dir = tmpdir("e2e", "claude-failing");
     let cfg = setup_claude(&dir, "[breaker]\non_limit = \"deny\"\n");
     // --max-time changes every call: an exact counter never sees a repeat.
     let mock = start_mock(
@@ -302,7 +269,7 @@ fn run_codex(dir: &Path, home: &Path) -> std::process::Output {
             "--dangerously-bypass-hook-trust",
             "run the command",
         ]);
-    run_with_deadline(c, 240)
+    output_with_deadline(c, 240)
 }
 
 fn codex_outputs(reqs: &[Value]) -> Vec<Vec<String>> {
@@ -322,7 +289,7 @@ fn codex_outputs(reqs: &[Value]) -> Vec<Vec<String>> {
 #[test]
 #[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
 fn codex_repeating_one_command_is_stopped_at_the_third() {
-    let dir = tmpdir("codex-repeat");
+    let dir = tmpdir("e2e", "codex-repeat");
     let mock = start_mock(&dir, "echo same-call", 8);
     let home = setup_codex(&dir, "", mock.port);
     let out = run_codex(&dir, &home);
@@ -345,7 +312,7 @@ fn codex_repeating_one_command_is_stopped_at_the_third() {
 #[test]
 #[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
 fn codex_repeating_a_failing_command_is_advised_then_stopped() {
-    let dir = tmpdir("codex-failing");
+    let dir = tmpdir("e2e", "codex-failing");
     let mock = start_mock(
         &dir,
         "curl -sSf --max-time {n} http://127.0.0.1:{port}/missing",

@@ -1,8 +1,11 @@
 //! The `loopbrake` command, driven as a user drives it: real processes, real pipes.
 
+mod support;
+use support::*;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -17,17 +20,6 @@ fn bin() -> Command {
         .env("HOME", "/nonexistent")
         .current_dir(std::env::temp_dir());
     c
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("loopbrake-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
@@ -173,7 +165,7 @@ fn replaying_the_bundled_corpus_gates_the_stuck_runs_and_spares_tau_bench() {
 
 #[test]
 fn the_html_report_is_self_contained() {
-    let dir = tmpdir("html");
+    let dir = tmpdir("cli", "html");
     let page = dir.join("report.html");
     let out = bin()
         .args(["replay", "--from", "trajectory", "--html"])
@@ -201,7 +193,7 @@ fn the_html_report_renders_in_headless_chromium() {
         .into_iter()
         .find(|p| Path::new(p).exists())
         .expect("chromium must be installed (scripts/test installs Debian's chromium)");
-    let dir = tmpdir("chromium");
+    let dir = tmpdir("cli", "chromium");
     let page = dir.join("report.html");
     let status = bin()
         .args(["replay", "--from", "trajectory", "--html"])
@@ -268,7 +260,7 @@ fn the_html_report_renders_in_headless_chromium() {
 
 #[test]
 fn config_errors_name_key_value_and_rule_and_exit_2() {
-    let dir = tmpdir("config");
+    let dir = tmpdir("cli", "config");
     let f = dir.join("bad.toml");
     std::fs::write(&f, "[breaker]\nwindw = 16\n").unwrap();
     let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
@@ -307,7 +299,7 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
 
 #[test]
 fn configuration_lookup_order() {
-    let dir = tmpdir("lookup");
+    let dir = tmpdir("cli", "lookup");
     let explicit = dir.join("explicit.toml");
     std::fs::write(&explicit, "[streak]\nmax_repeats = 9\n").unwrap();
     let via_env = dir.join("env.toml");
@@ -361,7 +353,7 @@ fn configuration_lookup_order() {
 
 #[test]
 fn config_default_prints_a_file_that_checks() {
-    let dir = tmpdir("default");
+    let dir = tmpdir("cli", "default");
     let out = bin().args(["config", "default"]).output().unwrap();
     let f = dir.join("default.toml");
     std::fs::write(&f, &out.stdout).unwrap();

@@ -1,18 +1,14 @@
 //! `loopbrake hook`, `init` and `sessions` as real processes on a real SQLite file:
 //! concurrency, crashes, failure policy, installation.
 
+mod support;
+use support::*;
+
 use serde_json::{json, Value};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("loopbrake-hooks-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn bin(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
@@ -67,7 +63,7 @@ fn sessions_json(dir: &Path, config: Option<&Path>) -> Vec<Value> {
 
 #[test]
 fn thirty_two_parallel_hook_processes_lose_no_update() {
-    let dir = tmpdir("parallel");
+    let dir = tmpdir("hooks", "parallel");
     let cfg = dir.join("lb.toml");
     std::fs::write(&cfg, "[streak]\nmax_repeats = 1000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
     let children: Vec<Child> = (0..32)
@@ -92,7 +88,7 @@ fn thirty_two_parallel_hook_processes_lose_no_update() {
 
 #[test]
 fn killed_hook_processes_never_corrupt_the_store() {
-    let dir = tmpdir("crash");
+    let dir = tmpdir("hooks", "crash");
     let cfg = dir.join("lb.toml");
     std::fs::write(&cfg, "[streak]\nmax_repeats = 100000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
     let mut finished = 0;
@@ -149,7 +145,7 @@ fn killed_hook_processes_never_corrupt_the_store() {
 
 #[test]
 fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
-    let dir = tmpdir("failpolicy");
+    let dir = tmpdir("hooks", "failpolicy");
     // The state path is a directory: SQLite cannot open it.
     let blocker = dir.join("blocker");
     std::fs::create_dir_all(blocker.join("state.db")).unwrap();
@@ -205,7 +201,7 @@ fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
 
 #[test]
 fn init_installs_idempotently_keeps_a_backup_and_removes() {
-    let dir = tmpdir("init");
+    let dir = tmpdir("hooks", "init");
     let claude_dir = dir.join(".claude");
     std::fs::create_dir_all(&claude_dir).unwrap();
     let settings = claude_dir.join("settings.json");
@@ -265,7 +261,7 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
 
 #[test]
 fn sessions_lists_and_resets() {
-    let dir = tmpdir("sessions");
+    let dir = tmpdir("hooks", "sessions");
     for (i, s) in ["alpha", "alpha", "beta"].iter().enumerate() {
         let c = spawn_hook(&dir, &pre(s, &format!("t{i}"), "git status"), None);
         assert!(c.wait_with_output().unwrap().status.success());

@@ -6,14 +6,13 @@
 //! Ignored by a plain `cargo test` (they need the npm packages): `scripts/test` installs
 //! them into `target/e2e-npm` and runs these with `--include-ignored`.
 
+mod support;
+use support::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn node_modules() -> PathBuf {
     let p = std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
@@ -28,40 +27,9 @@ fn node_modules() -> PathBuf {
     p
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("loopbrake-mcp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn output_with_deadline(mut cmd: Command, secs: u64) -> std::process::Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "did not finish in {secs} s; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Runs the TypeScript SDK client scenario against the proxy with this configuration.
 fn client(name: &str, toml: &str, scenario: &str) -> Value {
-    let dir = tmpdir(name);
+    let dir = tmpdir("mcp", name);
     let cfg = dir.join("loopbrake.toml");
     std::fs::write(&cfg, toml).unwrap();
     let mut c = Command::new("node");
@@ -253,7 +221,7 @@ fn claude_code_through_the_proxy_sees_the_refusal() {
     let nm = node_modules();
     let claude = nm.join("@anthropic-ai/claude-code-linux-x64/claude");
     assert!(claude.exists(), "run ./scripts/test");
-    let dir = tmpdir("claude");
+    let dir = tmpdir("mcp", "claude");
     std::fs::write(dir.join("loopbrake.toml"), "").unwrap();
     let log = dir.join("requests.jsonl");
     let portfile = dir.join("port");
@@ -360,7 +328,7 @@ fn in_front_of_a_streamable_http_server() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let dir = tmpdir("http");
+    let dir = tmpdir("mcp", "http");
     let state = dir.join("state.db");
     let cfg = dir.join("loopbrake.toml");
     std::fs::write(

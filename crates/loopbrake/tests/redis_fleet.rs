@@ -1,5 +1,8 @@
 //! A fleet on one Redis: several `loopbrake` processes see one session's counts as one.
 
+mod support;
+use support::*;
+
 use loopbrake_store::testing::RedisServer;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -7,13 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("loopbrake-fleet-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn config(dir: &Path, server: &RedisServer, extra: &str) -> PathBuf {
     let p = dir.join("loopbrake.toml");
@@ -90,7 +86,7 @@ fn call(session: &str, id: &str) -> String {
 #[test]
 fn two_serve_processes_on_one_redis_see_one_session() {
     let server = RedisServer::start();
-    let dir = tmpdir("two");
+    let dir = tmpdir("fleet", "two");
     let cfg = config(&dir, &server, "");
     let mut a = Serve::start(&cfg);
     let mut b = Serve::start(&cfg);
@@ -123,7 +119,7 @@ fn two_serve_processes_on_one_redis_see_one_session() {
 #[test]
 fn eight_processes_times_a_thousand_decisions_lose_no_update() {
     let server = RedisServer::start();
-    let dir = tmpdir("eight");
+    let dir = tmpdir("fleet", "eight");
     let cfg = config(
         &dir,
         &server,
@@ -166,7 +162,7 @@ fn eight_processes_times_a_thousand_decisions_lose_no_update() {
 fn while_redis_is_down_the_policy_applies_and_serve_recovers_without_restarting() {
     let server = RedisServer::start();
     let port = server.port;
-    let dir = tmpdir("down");
+    let dir = tmpdir("fleet", "down");
     let open_cfg = config(&dir, &server, "");
     let closed_dir = dir.join("closed");
     std::fs::create_dir_all(&closed_dir).unwrap();
@@ -204,7 +200,7 @@ fn while_redis_is_down_the_policy_applies_and_serve_recovers_without_restarting(
 #[test]
 fn hooks_share_state_through_redis_too() {
     let server = RedisServer::start();
-    let dir = tmpdir("hooks");
+    let dir = tmpdir("fleet", "hooks");
     let cfg = config(&dir, &server, "");
     let pre = |id: &str| {
         serde_json::json!({"session_id": "h1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
