@@ -36,7 +36,13 @@ impl Codex {
     }
 }
 
-const QUIET_TOP: &[&str] = &["turn_context", "compacted"];
+/// Top-level records that carry nothing for loopbrake (Codex 0.171.0 writes all of them).
+const QUIET_TOP: &[&str] = &[
+    "turn_context",
+    "compacted",
+    "token_usage_record",
+    "world_state",
+];
 
 /// The exit code a Codex tool output reports in its text (`Process exited with code N`,
 /// or `Exit code: N` on a line of its own).
