@@ -78,6 +78,36 @@ impl SqliteStore {
         .map_err(|e| err(e.to_string()))?;
         conn.busy_timeout(opts.lock_timeout)
             .map_err(|e| err(e.to_string()))?;
+        // Hook processes open and close the file once per tool call. Checkpointing the WAL
+        // into the database on every close costs fsyncs and recreating the WAL file: leave
+        // it to SQLite's automatic checkpoints during writes instead. (Durability is the
+        // same: the WAL is replayed by the next opener.)
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        // A file that already has our schema needs only the per-connection settings (WAL
+        // mode persists in the file).
+        let known: Option<i64> = conn
+            .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
+            .optional()
+            .unwrap_or(None);
+        if let Some(v) = known {
+            if v > SCHEMA {
+                return Err(err(format!(
+                    "the file was written by a newer loopbrake (schema {v}, this one knows {SCHEMA})"
+                )));
+            }
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|e| err(e.to_string()))?;
+            return Ok(SqliteStore {
+                path: path.to_path_buf(),
+                conn: Mutex::new(conn),
+                opts,
+                warnings: Mutex::new(Vec::new()),
+            });
+        }
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| err(e.to_string()))?;
         // WAL + NORMAL: a crashed process never corrupts the file; a power cut may lose the

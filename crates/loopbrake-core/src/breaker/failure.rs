@@ -195,27 +195,39 @@ pub fn classify(o: &Outcome, shell: bool) -> Option<Failure> {
 }
 
 /// The shell-output markers, first match wins (section 11, step 9).
+///
+/// Each pattern runs only when its literal anchor is in the text, so most outputs (which
+/// carry no marker) never compile a regular expression: a hook process classifies one
+/// output and exits.
 pub fn classify_text(text: &str) -> Option<Failure> {
     if text.is_empty() {
         return None;
     }
-    if let Some(c) = EXIT
-        .captures_iter(text)
-        .find(|c| !matches!(c[1].parse::<i64>(), Ok(0)))
-    {
-        return Some(Failure::new(Reason::Exit, Some(c[1].to_string())));
+    if text.contains("[exit code: ") {
+        if let Some(c) = EXIT
+            .captures_iter(text)
+            .find(|c| !matches!(c[1].parse::<i64>(), Ok(0)))
+        {
+            return Some(Failure::new(Reason::Exit, Some(c[1].to_string())));
+        }
     }
-    if let Some(c) = PAREN_HTTP
-        .captures_iter(text)
-        .find(|c| c[1].parse::<u16>().is_ok_and(|n| n >= 400))
-    {
-        return Some(Failure::new(Reason::Http, Some(c[1].to_string())));
+    if text.contains("(HTTP ") {
+        if let Some(c) = PAREN_HTTP
+            .captures_iter(text)
+            .find(|c| c[1].parse::<u16>().is_ok_and(|n| n >= 400))
+        {
+            return Some(Failure::new(Reason::Http, Some(c[1].to_string())));
+        }
     }
-    if let Some(c) = TIMED_OUT.captures(text) {
-        return Some(Failure::new(Reason::Timeout, Some(format!("{}ms", &c[1]))));
+    if text.contains("[timed out after ") {
+        if let Some(c) = TIMED_OUT.captures(text) {
+            return Some(Failure::new(Reason::Timeout, Some(format!("{}ms", &c[1]))));
+        }
     }
-    if let Some(c) = KILLED.captures(text) {
-        return Some(Failure::new(Reason::Signal, Some(c[1].trim().to_string())));
+    if text.contains("[killed by signal: ") {
+        if let Some(c) = KILLED.captures(text) {
+            return Some(Failure::new(Reason::Signal, Some(c[1].trim().to_string())));
+        }
     }
     if text.contains("[sandbox: file access denied") {
         return Some(Failure::new(Reason::Sandbox, None));
@@ -227,14 +239,20 @@ pub fn classify_text(text: &str) -> Option<Failure> {
             .map(|c| c[1].to_string());
         return Some(Failure::new(Reason::Exception, last));
     }
-    if let Some(c) = SHORT_EXC.captures(text) {
-        return Some(Failure::new(Reason::Exception, Some(c[1].to_string())));
+    if text.contains("Error: ") || text.contains("Exception: ") {
+        if let Some(c) = SHORT_EXC.captures(text) {
+            return Some(Failure::new(Reason::Exception, Some(c[1].to_string())));
+        }
     }
-    if let Some(c) = HTTP_ERROR.captures(text) {
-        return Some(Failure::new(Reason::Http, Some(c[1].to_string())));
+    if text.contains("HTTP Error ") {
+        if let Some(c) = HTTP_ERROR.captures(text) {
+            return Some(Failure::new(Reason::Http, Some(c[1].to_string())));
+        }
     }
-    if let Some(c) = CURL.captures(text) {
-        return Some(Failure::new(Reason::Curl, Some(c[1].to_string())));
+    if text.contains("curl: (") {
+        if let Some(c) = CURL.captures(text) {
+            return Some(Failure::new(Reason::Curl, Some(c[1].to_string())));
+        }
     }
     None
 }
