@@ -133,7 +133,7 @@ pub(crate) fn as_table<'a>(
 }
 
 /// TOML rendering of a value for error messages, cut to a sane length.
-pub(crate) fn show(v: &toml::Value) -> String {
+pub fn show(v: &toml::Value) -> String {
     let s = match v {
         toml::Value::String(s) => format!("{s:?}"),
         other => other.to_string(),
@@ -155,8 +155,9 @@ pub(crate) fn dotted(prefix: &str, key: &str) -> String {
     }
 }
 
-/// An "unknown key" error that suggests the closest valid name when one is close.
-pub(crate) fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
+/// An "unknown key" error under `prefix` (a table name, or `""` at the top level) that
+/// suggests the closest valid name when one is close, else lists the valid ones.
+pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
     let best = valid
         .iter()
         .map(|v| (strsim::jaro_winkler(&key.to_lowercase(), v), *v))

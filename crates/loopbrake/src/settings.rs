@@ -5,7 +5,7 @@
 //! `$XDG_CONFIG_HOME/loopbrake/config.toml` (or `~/.config/loopbrake/config.toml`),
 //! then the built-in defaults.
 
-use loopbrake_core::config::{parse_toml, Config, ConfigError};
+use loopbrake_core::config::{parse_toml, show, unknown_key, Config, ConfigError};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -81,7 +81,7 @@ const STORE_KEYS: &[&str] = &[
 fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
     ConfigError {
         key: format!("store.{key}"),
-        value: v.to_string(),
+        value: show(v),
         rule: rule.into(),
     }
 }
@@ -178,20 +178,7 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
                     .as_bool()
                     .ok_or_else(|| store_err(k, val, "must be a boolean (true or false)"))?
             }
-            _ => {
-                return Err(ConfigError {
-                    key: format!("store.{k}"),
-                    value: "(set)".into(),
-                    rule: format!(
-                        "unknown key; valid keys here are: {}",
-                        STORE_KEYS
-                            .iter()
-                            .map(|k| format!("`{k}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                })
-            }
+            _ => return Err(unknown_key("store", k, STORE_KEYS)),
         }
     }
     Ok(s)
@@ -284,7 +271,7 @@ fn protocol_table(v: Option<&toml::Value>) -> Result<ProtocolSettings, ConfigErr
     let Some(v) = v else { return Ok(p) };
     let t = v.as_table().ok_or_else(|| ConfigError {
         key: "protocol".into(),
-        value: v.to_string(),
+        value: show(v),
         rule: "must be a table".into(),
     })?;
     for (k, val) in t {
@@ -294,18 +281,12 @@ fn protocol_table(v: Option<&toml::Value>) -> Result<ProtocolSettings, ConfigErr
                 _ => {
                     return Err(ConfigError {
                         key: "protocol.max_line_bytes".into(),
-                        value: val.to_string(),
+                        value: show(val),
                         rule: "must be an integer from 1024 to 4294967296".into(),
                     })
                 }
             },
-            _ => {
-                return Err(ConfigError {
-                    key: format!("protocol.{k}"),
-                    value: "(set)".into(),
-                    rule: "unknown key; valid keys here are: `max_line_bytes`".into(),
-                })
-            }
+            _ => return Err(unknown_key("protocol", k, &["max_line_bytes"])),
         }
     }
     Ok(p)
@@ -416,18 +397,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
     let table = parse_toml(text)?;
     for key in table.keys() {
         if !TABLES.contains(&key.as_str()) {
-            return Err(ConfigError {
-                key: key.clone(),
-                value: "(set)".into(),
-                rule: format!(
-                    "unknown table; loopbrake.toml has {}",
-                    TABLES
-                        .iter()
-                        .map(|t| format!("[{t}]"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
+            return Err(unknown_key("", key, TABLES));
         }
     }
     Ok(Loaded {
