@@ -19,6 +19,24 @@ use std::collections::VecDeque;
 /// How many call ids a session remembers between a call and its result.
 pub const MAX_CALLS: usize = 64;
 
+/// What joins a session key and a sub-agent id in the sub-agent's own session key.
+pub const AGENT_SEPARATOR: &str = "#agent:";
+
+/// The session key of a sub-agent of `session` (D2: sub-agents get their own budget).
+pub fn agent_session_key(session: &str, agent: &str) -> String {
+    format!("{session}{AGENT_SEPARATOR}{agent}")
+}
+
+/// The prefix shared by the session keys of every sub-agent of `session`.
+pub fn agent_key_prefix(session: &str) -> String {
+    format!("{session}{AGENT_SEPARATOR}")
+}
+
+/// Whether a session key is a sub-agent's.
+pub fn is_agent_key(key: &str) -> bool {
+    key.contains(AGENT_SEPARATOR)
+}
+
 /// A tool call about to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {

@@ -22,7 +22,7 @@
 pub mod init;
 
 use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
-use loopbrake_store::{update, Store};
+use loopbrake_store::{update, with_sub_agents, Store};
 use serde_json::{json, Value};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -163,7 +163,7 @@ fn session_key(p: &Value) -> Result<String, HookError> {
     let session = str_field(p, "session_id")
         .ok_or_else(|| HookError::Payload("the payload has no session_id".into()))?;
     Ok(match str_field(p, "agent_id") {
-        Some(agent) => format!("{session}#agent:{agent}"),
+        Some(agent) => loopbrake_core::engine::agent_session_key(session, agent),
         None => session.to_string(),
     })
 }
@@ -196,7 +196,7 @@ fn dispatch(
         "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, engine, store),
         "UserPromptSubmit" => {
             let key = session_key(p)?;
-            for k in with_agents(store, &key)? {
+            for k in with_sub_agents(store, &key).map_err(store_err)? {
                 update(store, &k, |st| engine.user_message(st)).map_err(store_err)?;
             }
             Ok(None)
@@ -204,7 +204,7 @@ fn dispatch(
         "Stop" | "PostToolBatch" | "SubagentStop" => {
             let key = session_key(p)?;
             let keys = if event == "Stop" {
-                with_agents(store, &key)?
+                with_sub_agents(store, &key).map_err(store_err)?
             } else {
                 vec![key]
             };
@@ -217,26 +217,13 @@ fn dispatch(
         }
         "SessionEnd" => {
             let key = session_key(p)?;
-            for k in with_agents(store, &key)? {
+            for k in with_sub_agents(store, &key).map_err(store_err)? {
                 store.remove(&k).map_err(store_err)?;
             }
             Ok(None)
         }
         _ => Ok(None),
     }
-}
-
-/// The session and its sub-agent sessions (only the main key carries the prefix).
-fn with_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, HookError> {
-    let mut keys = vec![key.to_string()];
-    if !key.contains("#agent:") {
-        keys.extend(
-            store
-                .keys_with_prefix(&format!("{key}#agent:"))
-                .map_err(store_err)?,
-        );
-    }
-    Ok(keys)
 }
 
 fn pre_tool_use(

@@ -9,7 +9,7 @@ use loopbrake_core::canonical::call_digest;
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Track, Verdict,
 };
-use loopbrake_store::{update, Store};
+use loopbrake_store::{update, with_sub_agents, Store};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -122,7 +122,8 @@ pub enum Record {
     Call {
         /// Session key the call was counted in.
         session: String,
-        /// The call's identity digest (the streak hash), for repeat statistics.
+        /// The call's identity digest (the streak hash), for repeat statistics; only when
+        /// the processor was asked for it ([`Processor::with_call_digests`]).
         digest: Option<[u8; 32]>,
         /// The decision.
         decision: Decision,
@@ -184,11 +185,10 @@ pub struct Processor {
     ids: HashMap<String, String>,
     /// Session key → its open call ids, oldest first.
     open: HashMap<String, VecDeque<String>>,
-    /// Base session → its sub-agent session keys.
-    agents: HashMap<String, Vec<String>>,
     errors: u64,
     degraded: u64,
     fail_closed: bool,
+    call_digests: bool,
 }
 
 impl Processor {
@@ -199,11 +199,18 @@ impl Processor {
             store,
             ids: HashMap::new(),
             open: HashMap::new(),
-            agents: HashMap::new(),
             errors: 0,
             degraded: 0,
             fail_closed: false,
+            call_digests: false,
         }
+    }
+
+    /// Records each call's digest in [`Record::Call`] (a report's repeat statistics need
+    /// it; a plain replay or serve does not pay for a second hash of every call).
+    pub fn with_call_digests(mut self, yes: bool) -> Self {
+        self.call_digests = yes;
+        self
     }
 
     /// When the store fails on a `call`: deny it (`true`) or let it run with a
@@ -319,14 +326,7 @@ impl Processor {
         agent: Option<&str>,
     ) -> Handled {
         let key = match agent.filter(|a| !a.is_empty()) {
-            Some(a) => {
-                let key = format!("{session}#agent:{a}");
-                let list = self.agents.entry(session.to_string()).or_default();
-                if !list.contains(&key) {
-                    list.push(key.clone());
-                }
-                key
-            }
+            Some(a) => loopbrake_core::engine::agent_session_key(session, a),
             None => session.to_string(),
         };
         let engine = &self.engine;
@@ -349,7 +349,11 @@ impl Processor {
             is_error: false,
             record: Record::Call {
                 session: key,
-                digest: call_digest(tool, args).ok(),
+                digest: if self.call_digests {
+                    call_digest(tool, args).ok()
+                } else {
+                    None
+                },
                 decision,
             },
         }
@@ -450,18 +454,20 @@ impl Processor {
         }
     }
 
-    fn keys_of(&self, session: &str) -> Vec<String> {
-        let mut keys = vec![session.to_string()];
-        if let Some(a) = self.agents.get(session) {
-            keys.extend(a.iter().cloned());
-        }
-        keys
+    /// The session and its sub-agent sessions, as the store knows them (so a `user` event
+    /// reaches sub-agents another process counted, on a shared store).
+    fn keys_of(&self, session: &str) -> Result<Vec<String>, String> {
+        with_sub_agents(self.store.as_ref(), session).map_err(|e| e.to_string())
     }
 
     fn user(&mut self, line_no: u64, session: &str) -> Handled {
         let engine = &self.engine;
         let mut settled = Vec::new();
-        for key in self.keys_of(session) {
+        let keys = match self.keys_of(session) {
+            Ok(k) => k,
+            Err(e) => return self.error(line_no, &e),
+        };
+        for key in keys {
             match update(self.store.as_ref(), &key, |st| engine.user_message(st)) {
                 Ok(s) => settled.extend(s),
                 Err(e) => return self.error(line_no, &e.to_string()),
@@ -480,7 +486,11 @@ impl Processor {
 
     fn end(&mut self, line_no: u64, session: &str) -> Handled {
         let mut settled = Vec::new();
-        for key in self.keys_of(session) {
+        let keys = match self.keys_of(session) {
+            Ok(k) => k,
+            Err(e) => return self.error(line_no, &e),
+        };
+        for key in keys {
             if let Ok(Some(mut st)) = self.store.get(&key) {
                 settled.extend(self.engine.end(&mut st));
             }
@@ -493,7 +503,6 @@ impl Processor {
                 }
             }
         }
-        self.agents.remove(session);
         let line = session_line(session, &settled);
         Handled {
             line,

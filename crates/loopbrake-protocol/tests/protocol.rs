@@ -314,7 +314,7 @@ fn the_trajectory_importer_replays_and_the_report_counts() {
         "/../../examples/django-11265.jsonl"
     ))
     .unwrap();
-    let mut p = processor("");
+    let mut p = processor("").with_call_digests(true);
     let mut imp = Trajectory::default();
     let mut out = Collect(Vec::new());
     run(&data[..], Some(&mut imp), &mut p, 16 << 20, &mut out).unwrap();

@@ -101,6 +101,35 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Decodes a stored session state. Undecodable bytes (a corrupt row, a value written by
+/// something else) start the session afresh and leave a warning in `warnings` naming the
+/// store, for [`Store::take_warnings`].
+pub(crate) fn decode_or_warn(
+    bytes: &[u8],
+    store: &str,
+    warnings: &std::sync::Mutex<Vec<String>>,
+) -> SessionState {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!(
+            "{store}: the stored state of one session could not be decoded ({e}); it starts afresh"
+        ));
+        SessionState::default()
+    })
+}
+
+/// A session's key followed by the keys of its stored sub-agent sessions (a sub-agent's
+/// key has no sub-agents of its own).
+pub fn with_sub_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, StoreError> {
+    let mut keys = vec![key.to_string()];
+    if !loopbrake_core::engine::is_agent_key(key) {
+        keys.extend(store.keys_with_prefix(&loopbrake_core::engine::agent_key_prefix(key))?);
+    }
+    Ok(keys)
+}
+
 /// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what
 /// the kept run of `f` returned.
 pub fn update<R>(

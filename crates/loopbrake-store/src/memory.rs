@@ -100,6 +100,15 @@ impl Store for MemoryStore {
         Ok(out)
     }
 
+    fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .lock()
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect())
+    }
+
     fn describe(&self) -> String {
         "memory".to_string()
     }

@@ -178,16 +178,7 @@ impl RedisStore {
     }
 
     fn decode(&self, bytes: &[u8]) -> SessionState {
-        serde_json::from_slice(bytes).unwrap_or_else(|e| {
-            self.warnings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(format!(
-                "{}: the stored state of one session could not be decoded ({e}); it starts afresh",
-                self.name
-            ));
-            SessionState::default()
-        })
+        crate::decode_or_warn(bytes, &self.name, &self.warnings)
     }
 }
 

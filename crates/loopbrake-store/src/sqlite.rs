@@ -171,18 +171,8 @@ impl SqliteStore {
         self.opts.idle_ttl.as_millis().min(i64::MAX as u128) as i64
     }
 
-    fn decode(&self, key: &str, bytes: &[u8]) -> Option<SessionState> {
-        match serde_json::from_slice(bytes) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
-                    "{}: the stored state of one session could not be decoded ({e}); it starts afresh",
-                    self.describe()
-                ));
-                let _ = key;
-                None
-            }
-        }
+    fn decode(&self, bytes: &[u8]) -> SessionState {
+        crate::decode_or_warn(bytes, &self.describe(), &self.warnings)
     }
 
     /// Checks the file's integrity (`PRAGMA integrity_check`): `Ok` when sound.
@@ -253,9 +243,7 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))?;
         let row = read_row(&tx, session).map_err(|e| self.err(e))?;
         let mut state = match row {
-            Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => {
-                self.decode(session, &bytes).unwrap_or_default()
-            }
+            Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => self.decode(&bytes),
             _ => SessionState::default(),
         };
         f(&mut state);
@@ -293,7 +281,7 @@ impl Store for SqliteStore {
         let row = read_row(&self.conn(), session).map_err(|e| self.err(e))?;
         Ok(row
             .filter(|(_, t)| now_ms().saturating_sub(*t) <= self.ttl_ms())
-            .map(|(b, _)| self.decode(session, &b).unwrap_or_default()))
+            .map(|(b, _)| self.decode(&b)))
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
@@ -319,7 +307,7 @@ impl Store for SqliteStore {
         Ok(rows
             .into_iter()
             .map(|(key, bytes, t)| SessionInfo {
-                state: self.decode(&key, &bytes).unwrap_or_default(),
+                state: self.decode(&bytes),
                 key,
                 last_activity_ms: t.max(0) as u64,
             })

@@ -60,8 +60,9 @@ pub fn replay(
         }
     }
     let store = s.store.open(StoreKind::Memory, &process_env)?;
-    let mut processor =
-        Processor::new(Engine::new(s.engine), store).with_fail_closed(s.store.fail_closed);
+    let mut processor = Processor::new(Engine::new(s.engine), store)
+        .with_fail_closed(s.store.fail_closed)
+        .with_call_digests(want_report || html.is_some());
     let inputs: Vec<PathBuf> = if files.is_empty() {
         vec![PathBuf::from("-")]
     } else {

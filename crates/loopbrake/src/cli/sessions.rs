@@ -82,11 +82,9 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
 pub fn reset(config: Option<&Path>, key: &str) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
-    let mut removed = store.remove(key)?;
-    if !key.contains("#agent:") {
-        for k in store.keys_with_prefix(&format!("{key}#agent:"))? {
-            removed |= store.remove(&k)?;
-        }
+    let mut removed = false;
+    for k in loopbrake_store::with_sub_agents(store.as_ref(), key)? {
+        removed |= store.remove(&k)?;
     }
     if removed {
         println!("Session {key} reset.");
