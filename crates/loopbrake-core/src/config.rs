@@ -226,9 +226,11 @@ impl Config {
     /// `loopbrake config check` prints). Parsing it back gives the same configuration.
     pub fn to_toml(&self) -> String {
         format!(
-            "[streak]\nenabled = {}\nmax_repeats = {}\n\n{}",
+            "[streak]\nenabled = {}\nmax_repeats = {}\nprogress = {}\nprogress_limit = {}\n\n{}",
             self.streak.enabled(),
             self.streak.max_repeats(),
+            self.streak.progress(),
+            self.streak.progress_limit(),
             self.breaker.to_toml()
         )
     }

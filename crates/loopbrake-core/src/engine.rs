@@ -364,10 +364,16 @@ impl Engine {
         if st.status(call_id) == Some(CallStatus::Denied) {
             p.ignored = Some("denied");
             // Let the breaker forget the call too.
-            let _ = self.breaker.post(&mut st.breaker, call_id, outcome);
+            let _ = self.breaker.post(&mut st.breaker, call_id, outcome, None);
             return Ok(p);
         }
-        let r = self.breaker.post(&mut st.breaker, call_id, outcome);
+        let digest = if self.streak.config().progress() || self.breaker.config().progress() {
+            crate::progress::digest(outcome)
+        } else {
+            None
+        };
+        self.streak.observe(&mut st.streak, call_id, digest);
+        let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
         if r.ignored {
             p.ignored = Some("denied");
             return Ok(p);

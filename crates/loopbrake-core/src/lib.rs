@@ -8,6 +8,7 @@
 //! - [`canonical`]: canonical JSON and the call hash (byte-compatible with the original JS).
 //! - [`streak`]: the streak brake (consecutive identical calls).
 //! - [`breaker`]: semantic fingerprints, the window, stages, the failure track, the gate.
+//! - [`progress`]: output memory, the normalised digest of what a call returned.
 //! - [`engine`]: both engines together, the surface adapters call.
 //! - [`config`]: the validated engine configuration.
 #![deny(missing_docs)]
@@ -16,6 +17,7 @@ pub mod breaker;
 pub mod canonical;
 pub mod config;
 pub mod engine;
+pub mod progress;
 pub mod streak;
 
 pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};

@@ -7,7 +7,8 @@
 //! caller keeps (in memory, or in a store).
 
 use crate::canonical::{call_hash, hash_prefix, CanonicalError};
-use crate::config::{dotted, get_bool, show, unknown_key, ConfigError, EnvLookup};
+use crate::config::{dotted, get_bool, get_int, show, unknown_key, ConfigError, EnvLookup};
+use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -21,16 +22,22 @@ pub const ENGINE: &str = "streak";
 pub const SEEN_IDS: usize = 64;
 /// Default `max_repeats`.
 pub const DEFAULT_MAX_REPEATS: u32 = 3;
+/// Default `progress_limit`: consecutive identical calls refused even while their output
+/// keeps changing (a runaway poll). Above the longest healthy run of new output seen in
+/// recorded runs (an agent paging a file 47 times).
+pub const DEFAULT_PROGRESS_LIMIT: u32 = 64;
 /// Environment variables read when `max_repeats` is missing from the file (S6), in order.
 pub const ENV_VARS: &[&str] = &["LOOPBRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_MAX_REPEATS"];
 
-const KEYS: &[&str] = &["enabled", "max_repeats"];
+const KEYS: &[&str] = &["enabled", "max_repeats", "progress", "progress_limit"];
 
 /// Validated streak-brake configuration. It can only be built valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct StreakConfig {
     enabled: bool,
     max_repeats: u32,
+    progress: bool,
+    progress_limit: u32,
 }
 
 impl Default for StreakConfig {
@@ -38,6 +45,8 @@ impl Default for StreakConfig {
         StreakConfig {
             enabled: true,
             max_repeats: DEFAULT_MAX_REPEATS,
+            progress: true,
+            progress_limit: DEFAULT_PROGRESS_LIMIT,
         }
     }
 }
@@ -52,13 +61,31 @@ impl StreakConfig {
     /// ```
     pub fn new(max_repeats: i64) -> Result<Self, ConfigError> {
         Ok(StreakConfig {
-            enabled: true,
             max_repeats: validate_max_repeats(
                 "streak.max_repeats",
                 &max_repeats.to_string(),
                 Some(max_repeats),
             )?,
+            ..StreakConfig::default()
         })
+    }
+
+    /// The same configuration with the progress signal on or off (`false`: the seeds'
+    /// exact rule, every identical consecutive call counts whatever it returned).
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Whether an identical call whose previous identical call returned new output
+    /// restarts the streak.
+    pub fn progress(&self) -> bool {
+        self.progress
+    }
+
+    /// Consecutive identical calls refused even while their output keeps changing.
+    pub fn progress_limit(&self) -> u32 {
+        self.progress_limit
     }
 
     /// The same configuration, switched on or off.
@@ -88,6 +115,18 @@ impl StreakConfig {
             for (k, v) in t {
                 match k.as_str() {
                     "enabled" => cfg.enabled = get_bool("streak", k, v)?,
+                    "progress" => cfg.progress = get_bool("streak", k, v)?,
+                    "progress_limit" => {
+                        let n = get_int("streak", k, v)?;
+                        if !(2..=1_000_000).contains(&n) {
+                            return Err(ConfigError::new(
+                                dotted("streak", k),
+                                show(v),
+                                "must be an integer from 2 to 1000000",
+                            ));
+                        }
+                        cfg.progress_limit = n as u32;
+                    }
                     "max_repeats" => {
                         let n = match v {
                             toml::Value::Integer(i) => Some(*i),
@@ -132,6 +171,8 @@ struct Seen {
     id: String,
     count: u32,
     refused: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_limit: bool,
 }
 
 /// A session's streak: one slot, whatever the session's length.
@@ -143,6 +184,22 @@ pub struct StreakState {
     count: u32,
     /// The last [`SEEN_IDS`] call ids.
     seen: VecDeque<Seen>,
+    /// Consecutive identical calls, whatever they returned (for `progress_limit`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    run: u32,
+    /// The id of the latest call counted in the current streak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last: Option<String>,
+    /// The digest of the latest outcome reported in the current streak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outcome: Option<OutputDigest>,
+    /// How many outcomes in a row of the current streak were the same.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    same: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl StreakState {
@@ -158,8 +215,10 @@ impl StreakState {
 }
 
 /// A refused call: everything needed to find it in logs, and never its arguments.
+///
+/// Its text is the seeds' message; with the progress signal on it also says how many of
+/// the identical calls returned the same result, or that the progress limit was reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("loop brake: tool \"{tool}\" called {count} times in a row with identical arguments (call {hash_prefix}…, limit {max_repeats}); the call was denied before it ran. Change the arguments, call a different tool, or stop.")]
 pub struct LoopBrakeError {
     /// Always [`CODE`].
     pub code: String,
@@ -175,6 +234,32 @@ pub struct LoopBrakeError {
     pub session: String,
     /// Always [`ENGINE`].
     pub engine: String,
+    /// How many of the identical calls before this one returned the same result, when
+    /// their outcomes were reported (progress signal on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_results: Option<u32>,
+    /// Set when the call was refused by `progress_limit` although its output kept
+    /// changing; `count` is then the whole run of identical calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_limit: Option<u32>,
+}
+
+impl fmt::Display for LoopBrakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limit = match self.progress_limit {
+            Some(l) => format!("limit {l} even while the output changes"),
+            None => format!("limit {}", self.max_repeats),
+        };
+        write!(
+            f,
+            "loop brake: tool \"{}\" called {} times in a row with identical arguments (call {}…, {limit}); the call was denied before it ran.",
+            self.tool, self.count, self.hash_prefix
+        )?;
+        if let Some(n) = self.same_results.filter(|n| *n >= 2) {
+            write!(f, " The last {n} identical calls returned the same result.")?;
+        }
+        write!(f, " Change the arguments, call a different tool, or stop.")
+    }
 }
 
 /// The streak brake's verdict on one call.
@@ -256,33 +341,87 @@ impl StreakBrake {
         let hash = call_hash(tool, args)?;
         if let Some(id) = call_id {
             if let Some(seen) = state.seen.iter().find(|s| s.id == id) {
-                return Ok(self.verdict(seen.refused, seen.count, tool, &hash, session));
+                let (refused, count, by_limit) = (seen.refused, seen.count, seen.by_limit);
+                return Ok(self.verdict(state, refused, count, by_limit, tool, &hash, session));
             }
         }
         if state.hash.as_deref() == Some(hash.as_str()) {
             state.count = state.count.saturating_add(1);
+            state.run = state.run.saturating_add(1);
         } else {
             state.hash = Some(hash.clone());
             state.count = 1;
+            state.run = 1;
+            state.outcome = None;
+            state.same = 0;
         }
-        let refused = state.count >= self.config.max_repeats;
+        state.last = call_id.map(str::to_string);
+        let ceiling = self.config.progress && state.run >= self.config.progress_limit;
+        let refused = state.count >= self.config.max_repeats || ceiling;
+        // The ceiling speaks unless the outcomes themselves show the loop.
+        let by_limit = ceiling && state.same.saturating_add(1) < self.config.max_repeats;
+        let count = if by_limit { state.run } else { state.count };
         if let Some(id) = call_id {
             if state.seen.len() >= SEEN_IDS {
                 state.seen.pop_front();
             }
             state.seen.push_back(Seen {
                 id: id.to_string(),
-                count: state.count,
+                count,
                 refused,
+                by_limit,
             });
         }
-        Ok(self.verdict(refused, state.count, tool, &hash, session))
+        Ok(self.verdict(state, refused, count, by_limit, tool, &hash, session))
     }
 
+    /// The outcome of a call this brake counted (progress signal). When it is the latest
+    /// call of the current streak and its outcome differs from the previous identical
+    /// call's, the call brought new information: the streak restarts with it. An unknown
+    /// outcome (`None`) changes nothing, so the seeds' count applies.
+    ///
+    /// ```
+    /// use loopbrake_core::streak::{StreakBrake, StreakConfig, StreakState, StreakVerdict};
+    /// use loopbrake_core::progress::digest;
+    /// use loopbrake_core::Outcome;
+    /// use serde_json::json;
+    /// let brake = StreakBrake::new(StreakConfig::default());
+    /// let mut s = StreakState::default();
+    /// let args = json!({});
+    /// for (i, page) in ["1: import os", "101: def main():", "201:     run()", "301: class Job:"].iter().enumerate() {
+    ///     let id = i.to_string();
+    ///     let v = brake.check(&mut s, "s1", Some(&id), "scroll_down", &args)?;
+    ///     assert!(matches!(v, StreakVerdict::Allow { .. }), "page {i}");
+    ///     brake.observe(&mut s, &id, digest(&Outcome::success(*page)));
+    /// }
+    /// # Ok::<(), loopbrake_core::canonical::CanonicalError>(())
+    /// ```
+    pub fn observe(&self, state: &mut StreakState, call_id: &str, outcome: Option<OutputDigest>) {
+        if !self.config.enabled || !self.config.progress {
+            return;
+        }
+        let Some(d) = outcome else { return };
+        if state.last.as_deref() != Some(call_id) {
+            return;
+        }
+        match state.outcome {
+            Some(prev) if prev != d => {
+                state.count = 1;
+                state.same = 1;
+            }
+            Some(_) => state.same = state.same.saturating_add(1),
+            None => state.same = 1,
+        }
+        state.outcome = Some(d);
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn verdict(
         &self,
+        state: &StreakState,
         refused: bool,
         count: u32,
+        by_limit: bool,
         tool: &str,
         hash: &str,
         session: &str,
@@ -298,6 +437,9 @@ impl StreakBrake {
             hash_prefix: hash_prefix(hash).to_string(),
             session: session.to_string(),
             engine: ENGINE.to_string(),
+            same_results: (self.config.progress && !by_limit && state.same >= 2)
+                .then_some(state.same),
+            progress_limit: by_limit.then_some(self.config.progress_limit),
         })
     }
 

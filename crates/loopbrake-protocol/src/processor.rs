@@ -7,7 +7,7 @@
 use crate::event::{self, Event};
 use loopbrake_core::canonical::call_digest;
 use loopbrake_core::{
-    Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Track, Verdict,
+    Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
 };
 use loopbrake_store::{update, with_sub_agents, Store};
 use serde::Serialize;
@@ -90,10 +90,7 @@ fn hits_out(hits: &[Hit]) -> Vec<HitOut<'_>> {
             fingerprint: &h.fingerprint,
             count: h.count,
             limit: h.limit,
-            track: match h.track {
-                Track::Repeat => "repeat",
-                Track::Failure => "failure",
-            },
+            track: h.track.as_str(),
         })
         .collect()
 }

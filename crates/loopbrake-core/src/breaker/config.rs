@@ -1,6 +1,7 @@
 //! The `[breaker]` table (breaker spec section 3, decision D5), and the tool classes
 //! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
 
+use super::mutation::{MutatingTool, DEFAULT_MUTATING};
 use crate::config::{dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError};
 use regex::Regex;
 use serde::Serialize;
@@ -39,6 +40,10 @@ pub struct ToolClasses {
     pub url_pattern: String,
     /// Argument keys holding a URL tool's URL, first present wins.
     pub url_args: Vec<String>,
+    /// Tools whose calls change the workspace (`NAME` or `NAME[ARG=V1|V2]`); shell tools
+    /// are judged by their command as well.
+    #[serde(skip)]
+    pub mutating: Vec<MutatingTool>,
     /// Compiled on first use (most processes never judge a URL tool).
     #[serde(skip)]
     url_re: LazyPattern,
@@ -75,6 +80,10 @@ impl Default for ToolClasses {
             url_re: LazyPattern::default(),
             url_pattern,
             url_args: strings(&["url", "href", "uri"]),
+            mutating: DEFAULT_MUTATING
+                .iter()
+                .map(|s| MutatingTool::parse(s).expect("valid default"))
+                .collect(),
         }
     }
 }
@@ -103,6 +112,34 @@ impl ToolClasses {
     /// Whether `tool` is a shell tool.
     pub fn is_shell(&self, tool: &str) -> bool {
         self.shell.iter().any(|s| s == tool)
+    }
+
+    /// Whether a call changes the workspace: a configured mutating tool, or a shell tool
+    /// whose command writes (see [`super::mutation::shell_writes`]).
+    pub fn is_mutating(&self, tool: &str, args: &serde_json::Value) -> bool {
+        if self.mutating.iter().any(|m| m.matches(tool, args)) {
+            return true;
+        }
+        if !self.is_shell(tool) {
+            return false;
+        }
+        self.shell_command_args
+            .iter()
+            .find_map(|k| args.get(k))
+            .is_some_and(|v| match v {
+                serde_json::Value::String(s) => super::mutation::shell_writes(s),
+                serde_json::Value::Array(items) => {
+                    let words: Vec<&str> = items.iter().filter_map(|w| w.as_str()).collect();
+                    let script = match words.as_slice() {
+                        [_, flag, script, ..] if matches!(*flag, "-c" | "-lc" | "-ic") => {
+                            script.to_string()
+                        }
+                        _ => words.join(" "),
+                    };
+                    super::mutation::shell_writes(&script)
+                }
+                _ => false,
+            })
     }
 
     /// Whether `tool` is a URL tool.
@@ -141,6 +178,10 @@ pub struct BreakerConfig {
     pub(crate) host_aliases: BTreeMap<String, String>,
     pub(crate) preview_chars: usize,
     pub(crate) result_preview_chars: usize,
+    pub(crate) progress: bool,
+    pub(crate) struggle_warn_at: Option<u32>,
+    pub(crate) struggle_ask_at: Option<u32>,
+    pub(crate) cycle_limit: Option<u32>,
     pub(crate) tools: ToolClasses,
     #[serde(skip)]
     exclude_re: Vec<Glob>,
@@ -234,10 +275,26 @@ impl Default for BreakerConfig {
             host_aliases,
             preview_chars: 400,
             result_preview_chars: 800,
+            progress: true,
+            struggle_warn_at: Some(DEFAULT_STRUGGLE_WARN_AT),
+            struggle_ask_at: Some(DEFAULT_STRUGGLE_ASK_AT),
+            cycle_limit: Some(DEFAULT_CYCLE_LIMIT),
             tools: ToolClasses::default(),
         }
     }
 }
+
+/// Default `struggle_warn_at`: failures of one fingerprint, with changes in between, at
+/// which the model is told the edits have not fixed it yet.
+pub const DEFAULT_STRUGGLE_WARN_AT: u32 = 6;
+/// Default `struggle_ask_at`: when one fingerprint has failed this many times since it last
+/// succeeded, each time the same way as the time before (edits or not), the operator is
+/// asked. Above the longest run of failing reruns in healthy recorded runs (15).
+pub const DEFAULT_STRUGGLE_ASK_AT: u32 = 16;
+/// Default `cycle_limit`: the repetition of a no-progress cycle (period 2–4) that is stopped.
+pub const DEFAULT_CYCLE_LIMIT: u32 = 3;
+/// The largest `cycle_limit` (bounds the call history a session keeps).
+pub const MAX_CYCLE_LIMIT: u32 = 8;
 
 /// Every key of `[breaker]`.
 pub const KEYS: &[&str] = &[
@@ -257,6 +314,10 @@ pub const KEYS: &[&str] = &[
     "host_aliases",
     "preview_chars",
     "result_preview_chars",
+    "progress",
+    "struggle_warn_at",
+    "struggle_ask_at",
+    "cycle_limit",
     "tools",
 ];
 
@@ -266,6 +327,7 @@ const TOOL_KEYS: &[&str] = &[
     "url",
     "url_pattern",
     "url_args",
+    "mutating",
 ];
 
 /// Keys the original removed, with their migration hints (snake_case and camelCase).
@@ -441,6 +503,19 @@ impl BreakerConfig {
                 }
                 "preview_chars" => c.preview_chars = positive(k, v)?,
                 "result_preview_chars" => c.result_preview_chars = positive(k, v)?,
+                "progress" => c.progress = get_bool(P, k, v)?,
+                "struggle_warn_at" => c.struggle_warn_at = stage(k, v)?,
+                "struggle_ask_at" => c.struggle_ask_at = cap(&dotted(P, k), v)?,
+                "cycle_limit" => {
+                    c.cycle_limit = cap(&dotted(P, k), v)?;
+                    if c.cycle_limit.is_some_and(|n| n > MAX_CYCLE_LIMIT) {
+                        return Err(ConfigError::new(
+                            dotted(P, k),
+                            show(v),
+                            format!("must be an integer from 2 to {MAX_CYCLE_LIMIT}, or \"off\""),
+                        ));
+                    }
+                }
                 "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
                 _ => return Err(unknown_key(P, k, KEYS)),
             }
@@ -461,6 +536,12 @@ impl BreakerConfig {
     /// The number of committed records counted per session.
     pub fn window(&self) -> usize {
         self.window
+    }
+
+    /// Whether the progress signals are on (output memory, mutation resets, struggle and
+    /// cycle detection); `false` restores the seed's exact rules.
+    pub fn progress(&self) -> bool {
+        self.progress
     }
 
     /// The tool classes.
@@ -553,6 +634,15 @@ fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
             "shell_command_args" => c.shell_command_args = get_string_list(p, k, v)?,
             "url" => c.url = get_string_list(p, k, v)?,
             "url_args" => c.url_args = get_string_list(p, k, v)?,
+            "mutating" => {
+                c.mutating = get_string_list(p, k, v)?
+                    .iter()
+                    .map(|spec| {
+                        MutatingTool::parse(spec)
+                            .map_err(|rule| ConfigError::new(dotted(p, k), toml_str(spec), rule))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "url_pattern" => {
                 let s = v.as_str().ok_or_else(|| {
                     ConfigError::new(
@@ -633,6 +723,10 @@ impl BreakerConfig {
         let _ = writeln!(s, "include = {}", toml_list(&self.include));
         let _ = writeln!(s, "preview_chars = {}", self.preview_chars);
         let _ = writeln!(s, "result_preview_chars = {}", self.result_preview_chars);
+        let _ = writeln!(s, "progress = {}", self.progress);
+        let _ = writeln!(s, "struggle_warn_at = {}", toml_opt(self.struggle_warn_at));
+        let _ = writeln!(s, "struggle_ask_at = {}", toml_opt(self.struggle_ask_at));
+        let _ = writeln!(s, "cycle_limit = {}", toml_opt(self.cycle_limit));
         s.push_str("\n[breaker.limits]\n");
         for (k, v) in &self.limits {
             let _ = writeln!(s, "{} = {}", toml_key(k), toml_opt(*v));
@@ -655,6 +749,8 @@ impl BreakerConfig {
         let _ = writeln!(s, "url = {}", toml_list(&self.tools.url));
         let _ = writeln!(s, "url_pattern = {}", toml_str(&self.tools.url_pattern));
         let _ = writeln!(s, "url_args = {}", toml_list(&self.tools.url_args));
+        let mutating: Vec<String> = self.tools.mutating.iter().map(|m| m.to_string()).collect();
+        let _ = writeln!(s, "mutating = {}", toml_list(&mutating));
         s
     }
 }

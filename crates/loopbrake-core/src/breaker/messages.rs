@@ -64,12 +64,58 @@ pub fn failure_advisory(fp: &str, n: u32, failure: &Failure) -> String {
     )
 }
 
+/// The struggle advisory: a fingerprint keeps failing although the workspace changed (or
+/// the failure changed) between the runs. The agent is working, not looping; it is told
+/// the edits have not fixed it yet.
+pub fn struggle_advisory(fp: &str, n: u32, failure: &Failure) -> String {
+    format!(
+        "CONVERGENCE_CHECK: {fp} has failed {n} times since it last succeeded, with changes in between — the latest time {failure}.\n\
+         The edits so far have not fixed it. Before the next change:\n\
+         1. Say what the latest failure says, and how it differs from the one before.\n\
+         2. Check that what you run exercises the code you are changing.\n\
+         3. If the failure has not moved for a while, step back and try a different approach."
+    )
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`…
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+fn track_hits(hits: &[Hit], track: super::Track) -> impl Iterator<Item = &Hit> {
+    hits.iter().filter(move |h| h.track == track)
+}
+
 fn failure_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    hits.iter().filter(|h| h.track == super::Track::Failure)
+    track_hits(hits, super::Track::Failure)
 }
 
 fn repeat_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    hits.iter().filter(|h| h.track == super::Track::Repeat)
+    track_hits(hits, super::Track::Repeat)
+}
+
+fn cycle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
+    track_hits(hits, super::Track::Cycle)
+}
+
+fn struggle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
+    track_hits(hits, super::Track::Struggle)
+}
+
+fn cycle_line(h: &Hit) -> String {
+    format!(
+        "{} starts a cycle of {} calls for the {} time; every round returned the same results",
+        h.fingerprint,
+        h.period.unwrap_or(2),
+        ordinal(h.count)
+    )
 }
 
 /// The reason shown to the operator when a call is about to be gated.
@@ -81,10 +127,26 @@ pub fn ask_reason(hits: &[Hit]) -> String {
             let _ = writeln!(s, "  - {} {} consecutive failures", h.fingerprint, h.count);
         }
     }
+    if struggle_hits(hits).next().is_some() {
+        s.push_str("repeat-tool-breaker: this call keeps FAILING although the agent changed things between the runs:\n");
+        for h in struggle_hits(hits) {
+            let _ = writeln!(
+                s,
+                "  - {} {} failures the same way since it last succeeded",
+                h.fingerprint, h.count
+            );
+        }
+    }
     if repeat_hits(hits).next().is_some() {
         s.push_str("repeat-tool-breaker: this call is about to be blocked as a repeat:\n");
         for h in repeat_hits(hits) {
             let _ = writeln!(s, "  - {} {}/{}", h.fingerprint, h.count, h.limit);
+        }
+    }
+    if cycle_hits(hits).next().is_some() {
+        s.push_str("repeat-tool-breaker: this call is about to be blocked as a cycle:\n");
+        for h in cycle_hits(hits) {
+            let _ = writeln!(s, "  - {}", cycle_line(h));
         }
     }
     s.push_str(
@@ -94,18 +156,22 @@ pub fn ask_reason(hits: &[Hit]) -> String {
     s
 }
 
-/// The denial the model reads.
+/// The denial the model reads. With `progress` on, repeat hits count only calls that
+/// returned what the call before them returned, and the text says so.
 pub fn denial(
     tool: &str,
     hits: &[Hit],
     refused: bool,
     last_result: Option<&str>,
     result_cap: usize,
+    progress: bool,
 ) -> String {
     let name = if tool.is_empty() { "tool call" } else { tool };
     let mut s = String::new();
     let has_failure = failure_hits(hits).next().is_some();
     let has_repeat = repeat_hits(hits).next().is_some();
+    let has_cycle = cycle_hits(hits).next().is_some();
+    let has_struggle = struggle_hits(hits).next().is_some();
     if has_failure {
         let _ = writeln!(
             s,
@@ -141,9 +207,50 @@ pub fn denial(
         for h in repeat_hits(hits) {
             let _ = writeln!(s, "- {} {}/{}", h.fingerprint, h.count, h.limit);
         }
+        if progress {
+            s.push_str(
+                "Calls that returned new output are not counted: each of these returned the same result as the one before it.\n",
+            );
+        }
         s.push_str(
             "Changing a description or a title, a timeout, --max-time, or the spelling of a host is not a new action.\n",
         );
+    }
+    if has_cycle {
+        if has_failure || has_repeat {
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "REPEAT_TOOL_BLOCKED: repeated {name} (cycle). The call was stopped before executing."
+        );
+        s.push_str("Cycle:\n");
+        for h in cycle_hits(hits) {
+            let _ = writeln!(s, "- {}", cycle_line(h));
+        }
+        s.push_str("Going round the same calls again will return the same results again.\n");
+    }
+    if has_struggle {
+        if has_failure || has_repeat || has_cycle {
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "REPEAT_TOOL_BLOCKED: {name} (failing after changes). The call was stopped before executing."
+        );
+        s.push_str("Still failing:\n");
+        for h in struggle_hits(hits) {
+            let why = h
+                .failure
+                .as_ref()
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "the call failed".into());
+            let _ = writeln!(
+                s,
+                "- {} — {} failures the same way since it last succeeded ({why})",
+                h.fingerprint, h.count
+            );
+        }
     }
     if refused {
         s.push_str(
@@ -159,7 +266,7 @@ pub fn denial(
             s.push_str("\nThe previous tool result is already in the conversation history above.\n")
         }
     }
-    if has_repeat {
+    if has_repeat || has_cycle {
         s.push_str(
             "\nDo not repeat this call with different cosmetics. Use the result you already have, \
              do something genuinely different, or answer with what you have.",

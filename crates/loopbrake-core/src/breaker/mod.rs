@@ -10,6 +10,7 @@ pub mod config;
 pub mod failure;
 pub mod fingerprint;
 pub mod messages;
+pub mod mutation;
 pub mod shell;
 pub mod url;
 
@@ -18,6 +19,7 @@ pub use failure::{classify, Failure, Outcome, Reason};
 pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind};
 
 use crate::canonical::CanonicalError;
+use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -28,8 +30,10 @@ pub const CODE: &str = "REPEAT_TOOL_BLOCKED";
 pub const ENGINE: &str = "breaker";
 /// Calls remembered between `pre` and `post` per session; older ones are forgotten.
 pub const MAX_INFLIGHT: usize = 64;
-/// Bound on exemptions, refusals and failure streaks per session.
+/// Bound on exemptions, refusals, failure streaks and remembered outputs per session.
 pub const MAX_TRACKED: usize = 256;
+/// Calls remembered for cycle detection: four calls a period, `MAX_CYCLE_LIMIT` periods.
+pub const MAX_RECENT: usize = 4 * config::MAX_CYCLE_LIMIT as usize;
 
 /// Which track a hit comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +43,22 @@ pub enum Track {
     Repeat,
     /// Consecutive failures.
     Failure,
+    /// A no-progress cycle of period 2–4 (progress signal).
+    Cycle,
+    /// Failures of one fingerprint with changes in between (progress signal).
+    Struggle,
+}
+
+impl Track {
+    /// The protocol name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Track::Repeat => "repeat",
+            Track::Failure => "failure",
+            Track::Cycle => "cycle",
+            Track::Struggle => "struggle",
+        }
+    }
 }
 
 /// A fingerprint that reached a gate.
@@ -52,9 +72,12 @@ pub struct Hit {
     pub limit: u32,
     /// The track.
     pub track: Track,
-    /// The last failure, for failure hits.
+    /// The last failure, for failure and struggle hits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The cycle's period (calls per repetition), for cycle hits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u32>,
 }
 
 /// Which advisory.
@@ -67,6 +90,8 @@ pub enum Stage {
     Summarize,
     /// Failure stage (`fail_warn_at`).
     Failure,
+    /// Struggle stage (`struggle_warn_at`): failing again after changes.
+    Struggle,
 }
 
 /// An advisory for the model: the call runs, and the model is told it is repeating itself.
@@ -148,14 +173,46 @@ struct Inflight {
     shell: bool,
     fps: Vec<FpMeta>,
     status: Status,
+    /// The call changes the workspace (progress signal).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    mutating: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct FailStreak {
     fp: FpId,
     kind: Kind,
+    /// Consecutive failures with no progress in between.
     streak: u32,
     detail: Failure,
+    /// Failures since this fingerprint last succeeded, progress or not (progress signal).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    total: u32,
+    /// Of those, the failures whose outcome repeated the failure before them (progress
+    /// signal): the same failure again, edits or not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    stale: u32,
+    /// A successful mutating call ran since the last failure (progress signal).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    edited: bool,
+    /// The digest of the last failure's outcome (progress signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    out: Option<OutputDigest>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One call that ran, for cycle detection: its `exact:` id and, once reported, the digest
+/// of its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Recent {
+    /// [`call_key`] of the call id.
+    call: u64,
+    exact: FpId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    out: Option<OutputDigest>,
 }
 
 /// One session's breaker state: a plain value, bounded by the window and the constants
@@ -173,6 +230,12 @@ pub struct BreakerState {
     fail: Vec<FailStreak>,
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     inflight: VecDeque<Inflight>,
+    /// The last outcome digest per identity fingerprint (`exact:`, `cmd:`, `net:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    outputs: Vec<(FpId, OutputDigest)>,
+    /// The last calls that ran, for cycle detection.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    recent: VecDeque<Recent>,
 }
 
 /// A read-only summary of a session, for operators (`loopbrake sessions`).
@@ -254,6 +317,17 @@ impl BreakerState {
     }
 }
 
+/// A compact key for a call id in the cycle history (8 bytes of its SHA-256).
+fn call_key(call_id: &str) -> u64 {
+    FpId::of(call_id).0
+}
+
+/// The advisory candidate to speak: the longest streak, then the most actionable kind.
+fn pick(v: Vec<(&FpMeta, u32)>) -> Option<(&FpMeta, u32)> {
+    v.into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.kind.rank().cmp(&a.0.kind.rank())))
+}
+
 fn bounded_insert(set: &mut Vec<FpId>, id: FpId) {
     if !set.contains(&id) {
         if set.len() >= MAX_TRACKED {
@@ -304,6 +378,7 @@ impl Breaker {
         }
         let set = fingerprints(&self.cfg, tool, args)?;
         let shell = set.class == "shell";
+        let mutating = self.cfg.progress && self.cfg.tools.is_mutating(tool, args);
         let mut fps: Vec<FpMeta> = set
             .fps
             .iter()
@@ -336,12 +411,14 @@ impl Breaker {
         if blocking.is_empty() {
             let advisory = self.stage_advisory(st, &fps);
             self.commit(st, fps.iter().map(|f| f.id));
+            self.remember_run(st, call_id, &fps);
             st.push_inflight(Inflight {
                 id: call_id.to_string(),
                 tool: tool.to_string(),
                 shell,
                 fps,
                 status: Status::Ran,
+                mutating,
             });
             return Ok(BreakerVerdict::Proceed { advisory });
         }
@@ -359,11 +436,13 @@ impl Breaker {
                     ids,
                     hits: hits.clone(),
                 },
+                mutating,
             });
             return Ok(BreakerVerdict::Ask { reason, hits });
         }
         let refused = self.all_refused(st, &blocking);
         self.commit(st, blocking.iter().map(|h| h.id));
+        self.remember_stopped_cycle(st, call_id, &blocking);
         fps.clear();
         st.push_inflight(Inflight {
             id: call_id.to_string(),
@@ -371,6 +450,7 @@ impl Breaker {
             shell,
             fps,
             status: Status::Denied,
+            mutating,
         });
         Ok(self.deny_verdict(st, tool, blocking, refused))
     }
@@ -400,6 +480,7 @@ impl Breaker {
             if blocking.is_empty() {
                 let advisory = self.stage_advisory(st, &call.fps);
                 self.commit(st, call.fps.iter().map(|f| f.id));
+                self.remember_run(st, &call.id, &call.fps);
                 st.push_inflight(call);
                 return Some(BreakerVerdict::Proceed { advisory });
             }
@@ -419,18 +500,28 @@ impl Breaker {
         let tool = call.tool.clone();
         call.status = Status::Denied;
         call.fps.clear();
-        st.push_inflight(call);
         let blocking: Vec<IdHit> = hit_ids
             .iter()
             .zip(hits)
             .map(|(id, hit)| IdHit { id: *id, hit })
             .collect();
+        self.remember_stopped_cycle(st, &call.id, &blocking);
+        st.push_inflight(call);
         Some(self.deny_verdict(st, &tool, blocking, true))
     }
 
     /// After a call ran: classify the outcome, update failure streaks, remember the
     /// result. Calls we denied, declined asks, aborted calls and unknown ids count nothing.
-    pub fn post(&self, st: &mut BreakerState, call_id: &str, outcome: &Outcome) -> PostReport {
+    ///
+    /// `digest` is the outcome's [`crate::progress::digest`] (the engine computes it once
+    /// for both engines); it is used only with the progress signal on.
+    pub fn post(
+        &self,
+        st: &mut BreakerState,
+        call_id: &str,
+        outcome: &Outcome,
+        digest: Option<OutputDigest>,
+    ) -> PostReport {
         let Some(pos) = st.inflight.iter().position(|c| c.id == call_id) else {
             return PostReport::default();
         };
@@ -448,7 +539,10 @@ impl Breaker {
             return PostReport::default();
         }
         let failure = classify(outcome, call.shell);
+        let progress = self.cfg.progress;
+        let digest = digest.filter(|_| progress);
         let mut candidates: Vec<(&FpMeta, u32)> = Vec::new();
+        let mut struggles: Vec<(&FpMeta, u32)> = Vec::new();
         for f in call
             .fps
             .iter()
@@ -457,11 +551,25 @@ impl Breaker {
             match &failure {
                 None => st.fail.retain(|s| s.fp != f.id),
                 Some(fail) => {
-                    let streak = match st.fail.iter_mut().find(|s| s.fp == f.id) {
+                    let (streak, total) = match st.fail.iter_mut().find(|s| s.fp == f.id) {
                         Some(s) => {
-                            s.streak = s.streak.saturating_add(1);
+                            // Progress on this fingerprint since its last failure: a
+                            // change to the workspace, or a failure that reads differently.
+                            let changed = s.out.is_some() && digest.is_some() && s.out != digest;
+                            let moved = progress && (s.edited || changed);
+                            s.streak = if moved { 1 } else { s.streak.saturating_add(1) };
+                            if progress {
+                                s.total = s.total.max(1).saturating_add(1);
+                                if !changed {
+                                    s.stale = s.stale.max(1).saturating_add(1);
+                                }
+                                s.edited = false;
+                                if digest.is_some() {
+                                    s.out = digest;
+                                }
+                            }
                             s.detail = fail.clone();
-                            s.streak
+                            (s.streak, s.total)
                         }
                         None => {
                             if st.fail.len() >= MAX_TRACKED {
@@ -472,35 +580,178 @@ impl Breaker {
                                 kind: f.kind,
                                 streak: 1,
                                 detail: fail.clone(),
+                                total: progress as u32,
+                                stale: progress as u32,
+                                edited: false,
+                                out: digest,
                             });
-                            1
+                            (1, 1)
                         }
                     };
                     if self.cfg.fail_warn_at == Some(streak) {
                         candidates.push((f, streak));
+                    } else if progress && total > streak && self.cfg.struggle_warn_at == Some(total)
+                    {
+                        struggles.push((f, total));
                     }
+                }
+            }
+        }
+        if progress {
+            self.remember_output(st, &call, digest);
+            if call.mutating && failure.is_none() {
+                // The workspace changed: every failing fingerprint may behave differently now.
+                for s in st.fail.iter_mut() {
+                    s.edited = true;
                 }
             }
         }
         if let Some(text) = outcome.text.as_deref() {
             st.last_result = Some(messages::cut(text, self.cfg.result_preview_chars));
         }
-        let advisory = candidates
-            .into_iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.kind.rank().cmp(&a.0.kind.rank())))
-            .and_then(|(f, n)| {
-                Some(Advisory {
-                    text: messages::failure_advisory(&f.preview, n, failure.as_ref()?),
-                    fingerprint: f.preview.clone(),
-                    count: n,
-                    stage: Stage::Failure,
-                })
-            });
+        let advisory = match (pick(candidates), pick(struggles), failure.as_ref()) {
+            (Some((f, n)), _, Some(fail)) => Some(Advisory {
+                text: messages::failure_advisory(&f.preview, n, fail),
+                fingerprint: f.preview.clone(),
+                count: n,
+                stage: Stage::Failure,
+            }),
+            (None, Some((f, n)), Some(fail)) => Some(Advisory {
+                text: messages::struggle_advisory(&f.preview, n, fail),
+                fingerprint: f.preview.clone(),
+                count: n,
+                stage: Stage::Struggle,
+            }),
+            _ => None,
+        };
         PostReport {
             ignored: false,
             failure,
             advisory,
         }
+    }
+
+    /// Output memory after a call ran (progress signal): an identity fingerprint whose
+    /// outcome differs from its previous occurrence's brought new information, so that
+    /// occurrence is taken out of the window count; and the outcome joins the call history
+    /// that cycle detection reads.
+    fn remember_output(
+        &self,
+        st: &mut BreakerState,
+        call: &Inflight,
+        digest: Option<OutputDigest>,
+    ) {
+        let key = call_key(&call.id);
+        if let Some(r) = st.recent.iter_mut().rev().find(|r| r.call == key) {
+            r.out = digest;
+        }
+        let Some(d) = digest else { return };
+        for f in call
+            .fps
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::Exact | Kind::Cmd | Kind::Net))
+        {
+            match st.outputs.iter_mut().find(|(id, _)| *id == f.id) {
+                Some((_, prev)) => {
+                    if *prev != d {
+                        if let Some(rec) = st.window.iter_mut().rev().find(|r| r.contains(&f.id)) {
+                            rec.retain(|id| *id != f.id);
+                        }
+                    }
+                    *prev = d;
+                }
+                None => {
+                    if st.outputs.len() >= MAX_TRACKED {
+                        st.outputs.remove(0);
+                    }
+                    st.outputs.push((f.id, d));
+                }
+            }
+        }
+    }
+
+    /// A call is about to run: it joins the history cycle detection reads.
+    fn remember_run(&self, st: &mut BreakerState, call_id: &str, fps: &[FpMeta]) {
+        if self.cfg.cycle_limit.is_none() || !self.cfg.progress {
+            return;
+        }
+        let Some(exact) = fps.iter().find(|f| f.kind == Kind::Exact) else {
+            return;
+        };
+        self.push_recent(
+            st,
+            Recent {
+                call: call_key(call_id),
+                exact: exact.id,
+                out: None,
+            },
+        );
+    }
+
+    fn push_recent(&self, st: &mut BreakerState, r: Recent) {
+        let keep = 4 * (self.cfg.cycle_limit.unwrap_or(2) as usize - 1);
+        st.recent.push_back(r);
+        while st.recent.len() > keep.min(MAX_RECENT) {
+            st.recent.pop_front();
+        }
+    }
+
+    /// A call stopped as a cycle stays in the history as the repetition it would have
+    /// been (the same outcome as one period before), so the next call of the cycle is
+    /// stopped too instead of starting the count again.
+    fn remember_stopped_cycle(&self, st: &mut BreakerState, call_id: &str, blocking: &[IdHit]) {
+        let Some((exact, period)) = blocking.iter().find_map(|h| {
+            Some((h.id, h.hit.period? as usize)).filter(|_| h.hit.track == Track::Cycle)
+        }) else {
+            return;
+        };
+        let Some(out) = st
+            .recent
+            .len()
+            .checked_sub(period)
+            .and_then(|i| st.recent.get(i))
+            .and_then(|r| r.out)
+        else {
+            return;
+        };
+        self.push_recent(
+            st,
+            Recent {
+                call: call_key(call_id),
+                exact,
+                out: Some(out),
+            },
+        );
+    }
+
+    /// The period of the no-progress cycle the next call with `exact` would continue for
+    /// the `cycle_limit`-th time: the last `period × (limit − 1)` calls repeat one block of
+    /// 2–4 calls, call for call and outcome for outcome, and the next call starts the block
+    /// again. Calls with unknown outcomes never form a cycle.
+    fn cycle_period(&self, st: &BreakerState, exact: FpId) -> Option<u32> {
+        let limit = self.cfg.cycle_limit.filter(|_| self.cfg.progress)? as usize;
+        let h: Vec<&Recent> = st.recent.iter().collect();
+        'period: for p in 2..=4usize {
+            let need = p * (limit - 1);
+            if h.len() < need {
+                continue;
+            }
+            let tail = &h[h.len() - need..];
+            if tail[0].exact != exact || tail.iter().any(|r| r.out.is_none()) {
+                continue;
+            }
+            // One block of p calls, not all identical (that is a streak).
+            if tail[..p].iter().all(|r| r.exact == tail[0].exact) {
+                continue;
+            }
+            for k in p..need {
+                if tail[k].exact != tail[k - p].exact || tail[k].out != tail[k - p].out {
+                    continue 'period;
+                }
+            }
+            return Some(p as u32);
+        }
+        None
     }
 
     /// A real human message: forget the whole session.
@@ -525,9 +776,56 @@ impl Breaker {
                             limit: fail_limit,
                             track: Track::Failure,
                             failure: Some(s.detail.clone()),
+                            period: None,
                         },
                     });
                 }
+            }
+        }
+        // A struggle is never denied outright: it can only ask the operator.
+        if let (true, OnLimit::Ask, Some(ask_at)) = (
+            self.cfg.progress,
+            self.cfg.on_limit,
+            self.cfg.struggle_ask_at,
+        ) {
+            for f in fps
+                .iter()
+                .filter(|f| f.limit.is_some() && !st.exempt.contains(&f.id))
+            {
+                if out.iter().any(|h| h.id == f.id) {
+                    continue;
+                }
+                if let Some(s) = st.streak(f.id).filter(|s| s.stale >= ask_at) {
+                    out.push(IdHit {
+                        id: f.id,
+                        hit: Hit {
+                            fingerprint: f.preview.clone(),
+                            count: s.stale,
+                            limit: ask_at,
+                            track: Track::Struggle,
+                            failure: Some(s.detail.clone()),
+                            period: None,
+                        },
+                    });
+                }
+            }
+        }
+        if let Some(exact) = fps
+            .iter()
+            .find(|f| f.kind == Kind::Exact && !st.exempt.contains(&f.id))
+        {
+            if let Some(period) = self.cycle_period(st, exact.id) {
+                out.push(IdHit {
+                    id: exact.id,
+                    hit: Hit {
+                        fingerprint: exact.preview.clone(),
+                        count: self.cfg.cycle_limit.unwrap_or(0),
+                        limit: self.cfg.cycle_limit.unwrap_or(0),
+                        track: Track::Cycle,
+                        failure: None,
+                        period: Some(period),
+                    },
+                });
             }
         }
         for f in fps.iter().filter(|f| !st.exempt.contains(&f.id)) {
@@ -542,6 +840,7 @@ impl Breaker {
                         limit,
                         track: Track::Repeat,
                         failure: None,
+                        period: None,
                     },
                 });
             }
@@ -567,6 +866,7 @@ impl Breaker {
             refused,
             st.last_result.as_deref(),
             self.cfg.result_preview_chars,
+            self.cfg.progress,
         );
         BreakerVerdict::Deny { text, hits }
     }
@@ -627,5 +927,10 @@ impl Breaker {
         while st.window.len() > self.cfg.window {
             st.window.pop_front();
         }
+        // Only open fingerprints (still in the window) keep an output in memory.
+        let BreakerState {
+            outputs, window, ..
+        } = st;
+        outputs.retain(|(id, _)| window.iter().any(|r| r.contains(id)));
     }
 }

@@ -1,0 +1,349 @@
+//! Output memory: what a call's outcome said, reduced to a short digest that ignores what
+//! changes on every run of the same thing.
+//!
+//! Both engines use it to tell a loop from progress (see `docs/decisions.md`, "Progress"):
+//! an identical call whose previous identical call returned a *different* outcome brought
+//! new information, one that returned the same outcome did not. Only the digest is kept in
+//! session state, never the output text.
+//!
+//! Normalisation masks, so that a true loop still compares equal:
+//! - numbers of three digits or more (`line 11316:` counters, pids, byte counts, years);
+//! - hexadecimal addresses (`0x7f3a…`) and hex runs of eight characters or more that carry
+//!   a digit (commit ids, UUID parts, object ids);
+//! - clock times (`03:04:05.123`) and durations (`0.03s`, `12 ms`, `1.5 seconds`);
+//! - temporary paths (`/tmp/…`, `/var/folders/…`, Python's `tmpab12cd_x` names);
+//! - terminal colour escapes, carriage returns and trailing blanks.
+//!
+//! Small numbers stay: `5 failed, 3 passed` and `4 failed, 4 passed` are different results.
+
+use crate::breaker::Outcome;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// Output text beyond this many bytes does not enter the digest (bounds the work a hook
+/// does on a huge tool output; a loop's outputs already differ or agree by then).
+pub const MAX_DIGEST_BYTES: usize = 64 * 1024;
+
+/// The digest of one normalised outcome: 8 bytes of SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OutputDigest(pub u64);
+
+/// The digest of what an outcome said: its structured fields and its normalised text.
+/// `None` when the outcome carries nothing to compare (no text, no field): an unknown
+/// outcome is never evidence of progress.
+///
+/// ```
+/// use loopbrake_core::progress::digest;
+/// use loopbrake_core::Outcome;
+/// let a = digest(&Outcome::success("bash: line 11316: cd: fastjson/: No such file or directory"));
+/// let b = digest(&Outcome::success("bash: line 11317: cd: fastjson/: No such file or directory"));
+/// assert_eq!(a, b);
+/// assert_ne!(digest(&Outcome::success("5 failed")), digest(&Outcome::success("4 failed")));
+/// assert_eq!(digest(&Outcome::default()), None);
+/// ```
+pub fn digest(o: &Outcome) -> Option<OutputDigest> {
+    if o.is_aborted() {
+        return None;
+    }
+    let has_fields = o.is_error.is_some()
+        || o.exit_code.is_some()
+        || o.status_code.is_some()
+        || o.timed_out.is_some()
+        || o.signal.is_some()
+        || o.sandbox_denied.is_some()
+        || o.background.is_some()
+        || o.error_code.is_some();
+    if o.text.is_none() && !has_fields {
+        return None;
+    }
+    let mut h = Sha256::new();
+    let fields = format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}\n",
+        o.is_error.unwrap_or(false),
+        o.exit_code.unwrap_or(0),
+        o.status_code,
+        o.timed_out.unwrap_or(false),
+        o.signal,
+        o.sandbox_denied.unwrap_or(false),
+        o.background.unwrap_or(false),
+        o.error_code
+    );
+    h.update(fields.as_bytes());
+    if let Some(text) = &o.text {
+        let mut end = text.len().min(MAX_DIGEST_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        h.update(normalise(&text[..end]).as_bytes());
+    }
+    let d = h.finalize();
+    Some(OutputDigest(u64::from_be_bytes(
+        d[..8].try_into().expect("8 bytes"),
+    )))
+}
+
+/// Units that make a number a duration (`12ms`, `0.5 s`, `3 seconds`).
+const UNITS: &[&str] = &[
+    "ns", "us", "µs", "ms", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute",
+    "minutes", "h", "hr", "hrs", "hour", "hours",
+];
+
+/// Temporary-file prefixes whose next path segment is masked.
+const TEMP_PREFIXES: &[&str] = &[
+    "/tmp/",
+    "/var/tmp/",
+    "/var/folders/",
+    "/private/var/folders/",
+];
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn digits_at(b: &[u8], i: usize) -> usize {
+    b[i..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+/// The length of a duration unit at `i` (after an optional single space), ending at a
+/// word boundary; 0 when there is none.
+fn unit_at(s: &str, i: usize) -> usize {
+    let b = s.as_bytes();
+    let start = if b.get(i) == Some(&b' ') { i + 1 } else { i };
+    let rest = &s[start.min(s.len())..];
+    let word_len = rest
+        .char_indices()
+        .find(|(_, c)| !(c.is_alphabetic()))
+        .map_or(rest.len(), |(k, _)| k);
+    if word_len == 0 || !UNITS.contains(&&rest[..word_len]) {
+        return 0;
+    }
+    if rest.as_bytes().get(word_len).is_some_and(|c| is_word(*c)) {
+        return 0;
+    }
+    start - i + word_len
+}
+
+/// Normalises output text for comparison (see the module documentation).
+///
+/// ```
+/// use loopbrake_core::progress::normalise;
+/// assert_eq!(normalise("took 0.031s at 12:01:59\r\n"), "took # at #");
+/// assert_eq!(normalise("object at 0x7f3a2c\x1b[0m"), "object at 0x#");
+/// assert_eq!(normalise("wrote /tmp/tmpk3j9x2/out.txt"), "wrote /tmp/#");
+/// assert_eq!(normalise("5 failed, 12 passed"), "5 failed, 12 passed");
+/// ```
+pub fn normalise(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let word_start = i == 0 || !is_word(b[i - 1]);
+        // Terminal escapes: CSI (`ESC [ … final`) and OSC (`ESC ] … BEL` or `ESC \`).
+        if c == 0x1b {
+            i += 1;
+            match b.get(i) {
+                Some(b'[') => {
+                    i += 1;
+                    while i < b.len() && !(0x40..=0x7e).contains(&b[i]) {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                Some(b']') => {
+                    while i < b.len() && b[i] != 0x07 && !(b[i] == b'\\' && b[i - 1] == 0x1b) {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                Some(_) => i += 1,
+                None => {}
+            }
+            continue;
+        }
+        if c == b'\r' {
+            if b.get(i + 1) != Some(&b'\n') {
+                out.push('\n');
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'/' {
+            if let Some(p) = TEMP_PREFIXES.iter().find(|p| text[i..].starts_with(**p)) {
+                out.push_str(p);
+                out.push('#');
+                i += p.len();
+                while i < b.len() && !b[i].is_ascii_whitespace() && !b"'\"`:),;".contains(&b[i]) {
+                    i += 1;
+                }
+                continue;
+            }
+        }
+        if word_start && c == b'0' && matches!(b.get(i + 1), Some(b'x' | b'X')) {
+            let n = b[i + 2..]
+                .iter()
+                .take_while(|c| c.is_ascii_hexdigit())
+                .count();
+            if n > 0 && !b.get(i + 2 + n).is_some_and(|c| is_word(*c)) {
+                out.push_str("0x#");
+                i += 2 + n;
+                continue;
+            }
+        }
+        if word_start && is_word(c) {
+            let n = b[i..].iter().take_while(|c| is_word(**c)).count();
+            let w = &b[i..i + n];
+            let hexish = n >= 8
+                && w.iter().all(u8::is_ascii_hexdigit)
+                && w.iter().any(u8::is_ascii_digit)
+                && w.iter().any(u8::is_ascii_alphabetic);
+            let temp = n >= 8 && w.starts_with(b"tmp") && w.iter().any(u8::is_ascii_digit);
+            if hexish || temp {
+                out.push('#');
+                i += n;
+                continue;
+            }
+        }
+        if c.is_ascii_digit() {
+            let n = digits_at(b, i);
+            let mut end = i + n;
+            let mut masked = n >= 3;
+            // A clock time: `H:MM`, `HH:MM:SS`, with an optional fraction.
+            if n <= 2 && b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
+                end += 3;
+                if b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
+                    end += 3;
+                }
+                if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
+                    end += 1 + digits_at(b, end + 1);
+                }
+                masked = true;
+            } else {
+                // A number with a fraction and a duration unit is a duration.
+                let mut num_end = end;
+                if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
+                    num_end = end + 1 + digits_at(b, end + 1);
+                }
+                let u = unit_at(text, num_end);
+                if u > 0 {
+                    end = num_end + u;
+                    masked = true;
+                }
+            }
+            if masked {
+                out.push('#');
+                i = end;
+            } else {
+                out.push_str(&text[i..end]);
+                i = end;
+            }
+            continue;
+        }
+        // Copy one character (whole UTF-8 sequence).
+        let len = match c {
+            0x00..=0x7f => 1,
+            0xc0..=0xdf => 2,
+            0xe0..=0xef => 3,
+            _ => 4,
+        };
+        let end = (i + len).min(b.len());
+        match text.get(i..end) {
+            Some(s) => out.push_str(s),
+            None => {
+                i += 1;
+                continue;
+            }
+        }
+        i = end;
+    }
+    // Trailing blanks on each line, and at the end, carry no information.
+    let mut tidy = String::with_capacity(out.len());
+    for (k, line) in out.split('\n').enumerate() {
+        if k > 0 {
+            tidy.push('\n');
+        }
+        tidy.push_str(line.trim_end());
+    }
+    tidy.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loops_compare_equal_after_masking() {
+        let pairs = [
+            (
+                "bash: line 11316: cd: x: No such file",
+                "bash: line 11317: cd: x: No such file",
+            ),
+            ("at 0x7ffd5e8a1b20>", "at 0x7ffd5e8a9c48>"),
+            (
+                "Ran 3 tests in 0.004s\n\nFAILED",
+                "Ran 3 tests in 0.017s\n\nFAILED",
+            ),
+            (
+                "2026-11-30T03:12:57.123Z started",
+                "2026-11-30T03:14:02.999Z started",
+            ),
+            ("done in 12 ms", "done in 340 ms"),
+            ("commit 3f9c2e1ab4d5", "commit 8e7d6c5b4a31"),
+            ("\x1b[31mERROR\x1b[0m: x\r\n", "ERROR: x\n"),
+            (
+                "saved /tmp/tmpa1b2c3d4/report.json",
+                "saved /tmp/tmpz9y8x7w6/report.json",
+            ),
+            ("pid 4242 exited", "pid 5151 exited"),
+        ];
+        for (a, b) in pairs {
+            assert_eq!(normalise(a), normalise(b), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn progress_stays_visible() {
+        let pairs = [
+            ("5 failed, 3 passed", "4 failed, 4 passed"),
+            ("lines 1-100 of 4000", "lines 101-200 of 4000"),
+            ("AssertionError: 1 != 2", "AssertionError: 2 != 2"),
+            ("NameError: name 'foo'", "TypeError: 'foo'"),
+            ("status: running (step 3)", "status: running (step 4)"),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(normalise(a), normalise(b), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn words_and_units_are_not_confused() {
+        assert_eq!(normalise("3 stars"), "3 stars");
+        assert_eq!(normalise("12 ms"), "#");
+        assert_eq!(normalise("deadbeef"), "deadbeef");
+        assert_eq!(normalise("décor 123 ü"), "décor # ü");
+        assert_eq!(normalise("x\x1b"), "x");
+        assert_eq!(normalise("0x"), "0x");
+    }
+
+    #[test]
+    fn structured_fields_enter_the_digest() {
+        let a = Outcome {
+            exit_code: Some(1),
+            text: Some("x".into()),
+            ..Outcome::default()
+        };
+        let b = Outcome {
+            exit_code: Some(2),
+            text: Some("x".into()),
+            ..Outcome::default()
+        };
+        assert_ne!(digest(&a), digest(&b));
+        let aborted = Outcome {
+            aborted: Some(true),
+            text: Some("x".into()),
+            ..Outcome::default()
+        };
+        assert_eq!(digest(&aborted), None);
+    }
+}

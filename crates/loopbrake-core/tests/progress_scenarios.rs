@@ -1,0 +1,475 @@
+//! Progress-aware detection through the engine's public API: loops are still stopped,
+//! work is not. Each scenario is a pattern seen in real recorded agent runs.
+
+use loopbrake_core::config::no_env;
+use loopbrake_core::{
+    Call, Config, Decision, Engine, Outcome, SessionState, Stage, Track, Verdict,
+};
+use serde_json::{json, Value};
+
+struct Run {
+    engine: Engine,
+    st: SessionState,
+    n: u32,
+    /// Every verdict, in order.
+    verdicts: Vec<Verdict>,
+}
+
+impl Run {
+    fn new(toml: &str) -> Self {
+        Run {
+            engine: Engine::new(Config::from_toml_str(toml, &no_env).expect("valid config")),
+            st: SessionState::default(),
+            n: 0,
+            verdicts: Vec::new(),
+        }
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Decision {
+        self.n += 1;
+        let id = format!("c{}", self.n);
+        let d = self
+            .engine
+            .pre(
+                &mut self.st,
+                &Call {
+                    session: "s1",
+                    id: &id,
+                    tool,
+                    args: &args,
+                },
+            )
+            .unwrap();
+        self.verdicts.push(d.verdict);
+        d
+    }
+
+    /// A call that runs (when allowed) and returns `outcome`; the post's advisories are
+    /// returned with the decision's.
+    fn run(&mut self, tool: &str, args: Value, outcome: Outcome) -> (Decision, Vec<String>) {
+        let d = self.call(tool, args);
+        let mut advisories: Vec<String> = d.advisories.iter().map(|a| a.text.clone()).collect();
+        if d.runs() {
+            let p = self.engine.post(&mut self.st, &d.id, &outcome).unwrap();
+            advisories.extend(p.advisories.iter().map(|a| a.text.clone()));
+        }
+        (d, advisories)
+    }
+
+    fn stops(&self) -> usize {
+        self.verdicts
+            .iter()
+            .filter(|v| matches!(v, Verdict::Ask | Verdict::Deny))
+            .count()
+    }
+
+    /// 1-based ordinal of the first call asked about or denied.
+    fn first_stop(&self) -> Option<usize> {
+        self.verdicts
+            .iter()
+            .position(|v| matches!(v, Verdict::Ask | Verdict::Deny))
+            .map(|i| i + 1)
+    }
+}
+
+fn bash(cmd: &str) -> Value {
+    json!({ "command": cmd })
+}
+
+fn out(text: &str) -> Outcome {
+    Outcome::success(text)
+}
+
+fn failed(code: i64, text: &str) -> Outcome {
+    Outcome {
+        exit_code: Some(code),
+        text: Some(text.to_string()),
+        ..Outcome::default()
+    }
+}
+
+fn edit(i: usize) -> Value {
+    json!({"command": "str_replace", "path": "/repo/src/lib.py", "old_str": format!("v{i}"), "new_str": format!("v{}", i + 1)})
+}
+
+#[test]
+fn paging_through_a_file_is_progress_up_to_the_ceiling() {
+    let mut r = Run::new("");
+    for i in 0..47 {
+        let page = format!("[File: big.py]\n{}: def handler_{i}(request):", 100 * i + 1);
+        let (d, _) = r.run("scroll_down", json!({}), out(&page));
+        assert!(d.runs(), "scroll {} stopped: {:?}", i + 1, d.message);
+    }
+    assert_eq!(r.stops(), 0);
+    // A runaway identical call is still refused at the ceiling, output changing or not.
+    for i in 47..70 {
+        r.run("scroll_down", json!({}), out(&format!("{i}: line {i}")));
+    }
+    assert_eq!(r.first_stop(), Some(64));
+    let d = r.call("scroll_down", json!({}));
+    assert!(d
+        .message
+        .unwrap()
+        .contains("limit 64 even while the output changes"));
+}
+
+#[test]
+fn a_failing_cd_with_a_rising_line_counter_is_a_loop() {
+    let mut r = Run::new("");
+    for i in 0..22 {
+        let text = format!(
+            "bash: line {}: cd: fastjson/: No such file or directory",
+            11316 + i
+        );
+        r.run("execute_bash", bash("cd fastjson/"), failed(1, &text));
+    }
+    assert_eq!(r.first_stop(), Some(3), "{:?}", r.verdicts);
+    let d = r.call("execute_bash", bash("cd fastjson/"));
+    let text = d.message.unwrap();
+    assert!(
+        text.contains("The last 2 identical calls returned the same result."),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_same_error_every_time_is_stopped_at_the_third_call() {
+    let mut r = Run::new("");
+    for _ in 0..13 {
+        r.run(
+            "execute_bash",
+            bash("./mvnw compile; ./mvnw test"),
+            failed(1, "Error: JAVA_HOME is not defined correctly."),
+        );
+    }
+    assert_eq!(r.first_stop(), Some(3));
+    let mut r = Run::new("");
+    for _ in 0..30 {
+        r.run(
+            "str_replace_editor",
+            json!({"command": "create", "path": "/repo/a.py"}),
+            Outcome {
+                is_error: Some(true),
+                text: Some("Parameter `file_text` is required for command: create".into()),
+                ..Outcome::default()
+            },
+        );
+    }
+    assert_eq!(r.first_stop(), Some(3));
+}
+
+/// The rhythm of every coding agent: edit, rerun the failing test, until it passes.
+fn edit_and_rerun(r: &mut Run, runs: usize, failure_text: impl Fn(usize) -> String) {
+    for i in 0..runs {
+        let outcome = if i + 1 == runs {
+            out("All tests passed")
+        } else {
+            failed(1, &failure_text(i))
+        };
+        r.run(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py"),
+            outcome,
+        );
+        if i + 1 < runs {
+            r.run(
+                "str_replace_editor",
+                edit(i),
+                out("The file /repo/src/lib.py has been edited."),
+            );
+        }
+    }
+}
+
+#[test]
+fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
+    // The failure reads the same each time (only the head of a long trace was kept)…
+    let mut r = Run::new("");
+    edit_and_rerun(&mut r, 15, |_| {
+        "Traceback (most recent call last):\n  File \"reproduce_issue.py\", line 3\nAssertionError"
+            .into()
+    });
+    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
+    // …or it changes as the fix takes shape.
+    let mut r = Run::new("");
+    edit_and_rerun(&mut r, 15, |i| {
+        format!("AssertionError: expected 3, got {}", i % 3)
+    });
+    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
+    // Reads between the failures are not progress: rerun, read, rerun, read with the same
+    // results is a cycle, stopped at its 3rd round…
+    let rerun_and_read = |r: &mut Run| {
+        for _ in 0..6 {
+            r.run(
+                "execute_bash",
+                bash("cd /repo && python reproduce_issue.py"),
+                failed(1, "AssertionError"),
+            );
+            r.run(
+                "execute_bash",
+                bash("cat /repo/src/lib.py"),
+                out("def f(): pass"),
+            );
+        }
+    };
+    let mut r = Run::new("[streak]\nenabled = false");
+    rerun_and_read(&mut r);
+    assert_eq!(r.first_stop(), Some(5), "{:?}", r.verdicts);
+    // …and without cycle detection the failure gate still stops the 6th run.
+    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\ncycle_limit = \"off\"");
+    rerun_and_read(&mut r);
+    assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
+}
+
+#[test]
+fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
+    let mut r = Run::new("");
+    let mut struggle_advisory = None;
+    let mut asked = None;
+    for i in 0..20 {
+        let (d, advisories) = r.run(
+            "execute_bash",
+            bash("pytest tests/test_x.py"),
+            failed(
+                1,
+                "=== test session starts ===\ncollected 1 item\n\ntests/test_x.py F",
+            ),
+        );
+        if d.verdict == Verdict::Ask {
+            asked = Some((i + 1, d.hits.clone()));
+            break;
+        }
+        assert_ne!(d.verdict, Verdict::Deny, "run {}", i + 1);
+        if let Some(a) = advisories
+            .iter()
+            .find(|a| a.contains("since it last succeeded"))
+        {
+            struggle_advisory.get_or_insert((i + 1, a.clone()));
+        }
+        r.run(
+            "Edit",
+            json!({"file_path": "/repo/x.py", "old_string": format!("{i}"), "new_string": "y"}),
+            out("ok"),
+        );
+    }
+    let (n, text) = struggle_advisory.expect("a struggle advisory");
+    assert_eq!(n, 6);
+    assert!(text.starts_with("CONVERGENCE_CHECK: "), "{text}");
+    assert!(
+        text.contains("has failed 6 times since it last succeeded, with changes in between"),
+        "{text}"
+    );
+    let (n, hits) = asked.expect("an operator ask");
+    assert_eq!(n, 17, "asked after 16 failures the same way");
+    assert!(hits
+        .iter()
+        .all(|h| h.track == Track::Struggle && h.count == 16));
+    // With on_limit = "deny" a struggle is never stopped at all.
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    for i in 0..30 {
+        r.run(
+            "execute_bash",
+            bash("pytest tests/test_x.py"),
+            failed(1, "F"),
+        );
+        r.run(
+            "Edit",
+            json!({"file_path": "/repo/x.py", "old_string": format!("{i}"), "new_string": "y"}),
+            out("ok"),
+        );
+    }
+    assert_eq!(r.stops(), 0);
+}
+
+#[test]
+fn a_failing_edit_is_not_progress() {
+    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    for i in 0..6 {
+        r.run(
+            "execute_bash",
+            bash("make test"),
+            failed(2, "make: *** [test] Error 1"),
+        );
+        r.run(
+            "str_replace_editor",
+            edit(i),
+            Outcome {
+                is_error: Some(true),
+                text: Some("No replacement was performed".into()),
+                ..Outcome::default()
+            },
+        );
+    }
+    assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
+}
+
+#[test]
+fn shell_writes_count_as_edits() {
+    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    for i in 0..10 {
+        r.run(
+            "execute_bash",
+            bash("python -m pytest -x"),
+            failed(1, "1 failed"),
+        );
+        r.run(
+            "execute_bash",
+            bash(&format!("sed -i 's/old{i}/new/' src/app.py")),
+            out(""),
+        );
+    }
+    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
+}
+
+#[test]
+fn a_no_op_edit_repeated_is_a_micro_loop() {
+    let mut r = Run::new("");
+    for _ in 0..4 {
+        r.run("execute_bash", bash("sed -i 's/x/x/' f.py"), out(""));
+    }
+    assert_eq!(r.first_stop(), Some(3));
+}
+
+#[test]
+fn a_short_failing_retry_is_stopped_early() {
+    let mut r = Run::new("");
+    let args = json!({"reservation_id": "K1NW8N", "flights": [{"flight_number": "HAT023", "date": "2024-05-26"}]});
+    for _ in 0..3 {
+        r.run(
+            "update_reservation_flights",
+            args.clone(),
+            Outcome {
+                is_error: Some(true),
+                text: Some("Error: flight HAT023 not available on date 2024-05-26".into()),
+                ..Outcome::default()
+            },
+        );
+    }
+    assert_eq!(r.first_stop(), Some(3));
+}
+
+#[test]
+fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    for _ in 0..6 {
+        r.run(
+            "get_user_details",
+            json!({"user_id": "u1"}),
+            out("{\"name\": \"Ann\"}"),
+        );
+        r.run(
+            "get_reservation_details",
+            json!({"reservation_id": "R1"}),
+            out("{\"status\": \"active\"}"),
+        );
+    }
+    assert_eq!(r.first_stop(), Some(5), "{:?}", r.verdicts);
+    let d = r.call("get_user_details", json!({"user_id": "u1"}));
+    assert_eq!(d.verdict, Verdict::Deny);
+    let text = d.message.unwrap();
+    assert!(
+        text.starts_with("REPEAT_TOOL_BLOCKED: repeated get_user_details (cycle)."),
+        "{text}"
+    );
+    assert!(
+        text.contains("starts a cycle of 2 calls for the 3rd time"),
+        "{text}"
+    );
+    assert_eq!(d.hits[0].track, Track::Cycle);
+    assert_eq!(d.hits[0].period, Some(2));
+
+    // Period 3 too.
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    for _ in 0..4 {
+        r.run(
+            "execute_bash",
+            bash("make"),
+            out("make: Nothing to be done"),
+        );
+        r.run("execute_bash", bash("git status"), out("nothing to commit"));
+        r.run("execute_bash", bash("ls build"), out("app"));
+    }
+    assert_eq!(r.first_stop(), Some(7), "{:?}", r.verdicts);
+}
+
+#[test]
+fn a_cycle_whose_outcomes_advance_is_polling_not_a_loop() {
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    for i in 0..30 {
+        r.run("execute_bash", bash("sleep 5"), out(""));
+        r.run(
+            "execute_bash",
+            bash("tail -n 1 build.log"),
+            out(&format!("step {i} of 30: compiling module_{i}")),
+        );
+    }
+    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
+}
+
+#[test]
+fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    for i in 0..30 {
+        let (d, _) = r.run(
+            "check_job",
+            json!({"job": "j1"}),
+            out(&format!("job j1: {} of 30 shards done", i % 30)),
+        );
+        assert!(d.runs(), "poll {} stopped", i + 1);
+    }
+    // The same call returning the same result reaches the gate as before.
+    let mut r = Run::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    for _ in 0..12 {
+        r.run("check_job", json!({"job": "j1"}), out("job j1: queued"));
+    }
+    assert_eq!(r.first_stop(), Some(12));
+}
+
+#[test]
+fn seed_mode_restores_the_exact_rules() {
+    let seed = "[streak]\nprogress = false\n[breaker]\nprogress = false\non_limit = \"deny\"";
+    // The streak brake counts identical calls whatever they returned.
+    let mut r = Run::new(seed);
+    for i in 0..3 {
+        r.run("scroll_down", json!({}), out(&format!("{i}: new lines")));
+    }
+    assert_eq!(r.first_stop(), Some(3));
+    let d = r.call("scroll_down", json!({}));
+    assert!(!d.message.unwrap().contains("returned the same result"));
+    // Edits do not restart the failure count: the 6th run is stopped.
+    let mut r = Run::new(seed);
+    edit_and_rerun(&mut r, 15, |i| format!("AssertionError: {i}"));
+    assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
+    // No cycle detection, no struggle advisory.
+    let mut r = Run::new(seed);
+    for _ in 0..5 {
+        r.run("a", json!({}), out("x"));
+        r.run("b", json!({}), out("y"));
+    }
+    assert_eq!(r.stops(), 0);
+}
+
+#[test]
+fn outcomes_never_reported_keep_the_seed_count() {
+    let mut r = Run::new("");
+    for _ in 0..3 {
+        r.call("scroll_down", json!({}));
+    }
+    assert_eq!(r.first_stop(), Some(3));
+}
+
+#[test]
+fn the_struggle_advisory_stage_is_reported() {
+    let mut r = Run::new("[breaker]\nstruggle_warn_at = 2\nfail_warn_at = 0");
+    r.run("execute_bash", bash("make"), failed(2, "E1"));
+    r.run(
+        "Write",
+        json!({"file_path": "a.c", "content": "x"}),
+        out("ok"),
+    );
+    let d = r.call("execute_bash", bash("make"));
+    let p = r.engine.post(&mut r.st, &d.id, &failed(2, "E1")).unwrap();
+    assert_eq!(p.advisories.len(), 1);
+    assert_eq!(p.advisories[0].stage, Stage::Struggle);
+    assert_eq!(p.advisories[0].count, 2);
+}
