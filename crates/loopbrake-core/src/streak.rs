@@ -83,9 +83,15 @@ impl StreakConfig {
         self.progress
     }
 
-    /// Consecutive identical calls refused even while their output keeps changing.
+    /// Consecutive identical calls refused even while their output keeps changing (as
+    /// configured; it never applies below `max_repeats`).
     pub fn progress_limit(&self) -> u32 {
         self.progress_limit
+    }
+
+    /// The ceiling in force: `progress_limit`, or `max_repeats` when that is higher.
+    fn ceiling(&self) -> u32 {
+        self.progress_limit.max(self.max_repeats)
     }
 
     /// The same configuration, switched on or off.
@@ -356,7 +362,7 @@ impl StreakBrake {
             state.same = 0;
         }
         state.last = call_id.map(str::to_string);
-        let ceiling = self.config.progress && state.run >= self.config.progress_limit;
+        let ceiling = self.config.progress && state.run >= self.config.ceiling();
         let refused = state.count >= self.config.max_repeats || ceiling;
         // The ceiling speaks unless the outcomes themselves show the loop.
         let by_limit = ceiling && state.same.saturating_add(1) < self.config.max_repeats;
@@ -439,7 +445,7 @@ impl StreakBrake {
             engine: ENGINE.to_string(),
             same_results: (self.config.progress && !by_limit && state.same >= 2)
                 .then_some(state.same),
-            progress_limit: by_limit.then_some(self.config.progress_limit),
+            progress_limit: by_limit.then_some(self.config.ceiling()),
         })
     }
 

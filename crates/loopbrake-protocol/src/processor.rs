@@ -6,6 +6,7 @@
 
 use crate::event::{self, Event};
 use loopbrake_core::canonical::call_digest;
+use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
 };
@@ -142,6 +143,9 @@ pub enum Record {
         advisories: Vec<Advisory>,
         /// The classified failure.
         failure: Option<Failure>,
+        /// The normalised digest of the reported outcome, for reports that tell waste from
+        /// new information; only with [`Processor::with_call_digests`].
+        output: Option<OutputDigest>,
         /// Asks settled before it.
         settled: Vec<Settled>,
     },
@@ -203,8 +207,9 @@ impl Processor {
         }
     }
 
-    /// Records each call's digest in [`Record::Call`] (a report's repeat statistics need
-    /// it; a plain replay or serve does not pay for a second hash of every call).
+    /// Records each call's digest in [`Record::Call`] and each outcome's digest in
+    /// [`Record::Result`] (a report's repeat and waste statistics need them; a plain replay
+    /// or serve does not pay for a second hash of every call).
     pub fn with_call_digests(mut self, yes: bool) -> Self {
         self.call_digests = yes;
         self
@@ -446,6 +451,11 @@ impl Processor {
                 id: id.to_string(),
                 advisories: post.advisories,
                 failure: post.failure,
+                output: if self.call_digests {
+                    loopbrake_core::progress::digest(outcome)
+                } else {
+                    None
+                },
                 settled: post.settled,
             },
         }

@@ -5,8 +5,15 @@
 //! calls from a session's first gate to its end (the gate is where the loop would have
 //! been stopped or redirected); the *longest repeat* is the most times one exact call
 //! (same tool, same canonical arguments) occurs in the session.
+//!
+//! Each stopped call of a recorded run is also judged against what the run really did
+//! next: *waste* when its recorded output repeated the last identical call's (normalised
+//! as in [`loopbrake_core::progress`]), *new information* when it differed (or no
+//! identical call came before), *unknown* when the recording has no output for it. The
+//! share of new information among stopped calls is the false-alarm rate on that history.
 
 use crate::processor::Record;
+use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::{Settled, Verdict};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -18,6 +25,29 @@ pub struct Mark {
     pub verdict: Verdict,
     /// Advisory or gate label, if any.
     pub label: Option<String>,
+    /// For a stopped call: what the recorded run got by running it.
+    pub judged: Option<Judged>,
+}
+
+/// What a stopped call would have returned, judged from the recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// Its recorded output repeated the last identical call's: stopping it lost nothing.
+    Waste,
+    /// Its recorded output was new: stopping it stopped progress.
+    NewInformation,
+    /// The recording has no output for it.
+    Unknown,
+}
+
+impl Judged {
+    fn as_str(self) -> &'static str {
+        match self {
+            Judged::Waste => "waste",
+            Judged::NewInformation => "new information",
+            Judged::Unknown => "no recorded output",
+        }
+    }
 }
 
 /// Per-session figures.
@@ -37,13 +67,49 @@ pub struct SessionReport {
     pub first_gate: Option<u32>,
     /// Most occurrences of one exact call.
     pub longest_repeat: u32,
+    /// Stopped calls whose recorded output repeated the last identical call's.
+    pub waste: u32,
+    /// Stopped calls whose recorded output was new.
+    pub new_information: u32,
     /// The timeline.
     pub marks: Vec<Mark>,
     repeats: HashMap<[u8; 32], u32>,
     ids: HashMap<String, usize>,
+    /// Call id → the call's identity digest.
+    digests: HashMap<String, [u8; 32]>,
+    /// Call identity → the last recorded output of that call (`None`: none recorded).
+    outputs: HashMap<[u8; 32], Option<OutputDigest>>,
 }
 
 impl SessionReport {
+    /// Judges a stopped call by its recorded output, and remembers the output as the last
+    /// one of its identity (the recorded run did run it).
+    fn judge(&mut self, id: &str, output: Option<OutputDigest>) {
+        let Some(digest) = self.digests.remove(id) else {
+            return;
+        };
+        let previous = self.outputs.insert(digest, output);
+        let Some(&i) = self.ids.get(id) else { return };
+        let mark = &mut self.marks[i];
+        if !matches!(mark.verdict, Verdict::Ask | Verdict::Deny) {
+            return;
+        }
+        let judged = match (output, previous.flatten()) {
+            (None, _) => Judged::Unknown,
+            (Some(now), Some(before)) if now == before => Judged::Waste,
+            _ => Judged::NewInformation,
+        };
+        match judged {
+            Judged::Waste => self.waste += 1,
+            Judged::NewInformation => self.new_information += 1,
+            Judged::Unknown => {}
+        }
+        mark.judged = Some(judged);
+        if let Some(label) = &mut mark.label {
+            label.push_str(&format!(" ({})", judged.as_str()));
+        }
+    }
+
     /// Calls from the first gate to the end of the session.
     pub fn saved(&self) -> u32 {
         self.first_gate.map_or(0, |g| self.calls - g + 1)
@@ -51,6 +117,50 @@ impl SessionReport {
 
     fn active(&self) -> bool {
         self.advisories > 0 || self.asks > 0 || self.denials > 0
+    }
+}
+
+/// The report's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Sessions seen.
+    pub sessions: u64,
+    /// Calls judged.
+    pub calls: u64,
+    /// Advisories shown.
+    pub advisories: u64,
+    /// Operator asks.
+    pub asks: u64,
+    /// Calls stopped (denials, declined and unanswered asks).
+    pub stopped: u64,
+    /// Sessions with at least one gate.
+    pub gated: u64,
+    /// Calls from each session's first gate to its end.
+    pub saved: u64,
+    /// Stopped calls whose recorded output repeated the last identical call's.
+    pub waste: u64,
+    /// Stopped calls whose recorded output was new (false alarms on this history).
+    pub new_information: u64,
+}
+
+impl Totals {
+    /// The one-line summary.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} sessions, {} calls: {} advisories, {} asks, {} calls stopped; {} sessions gated, {} calls saved",
+            self.sessions, self.calls, self.advisories, self.asks, self.stopped, self.gated, self.saved
+        )
+    }
+
+    /// The line that tells waste from new information among the stopped calls.
+    pub fn waste_line(&self) -> String {
+        let unknown = self
+            .stopped
+            .saturating_sub(self.waste + self.new_information);
+        format!(
+            "Of the calls stopped, {} were waste (the recorded run got the same output as the last identical call), {} would have brought new information, {} have no recorded output.",
+            self.waste, self.new_information, unknown
+        )
     }
 }
 
@@ -117,6 +227,7 @@ impl Report {
                     let c = s.repeats.entry(*d).or_default();
                     *c += 1;
                     s.longest_repeat = s.longest_repeat.max(*c);
+                    s.digests.insert(decision.id.clone(), *d);
                 }
                 let mut label = None;
                 match decision.verdict {
@@ -160,6 +271,7 @@ impl Report {
                 s.marks.push(Mark {
                     verdict: decision.verdict,
                     label,
+                    judged: None,
                 });
                 for f in fired {
                     *self.fired.entry(f).or_default() += 1;
@@ -177,10 +289,12 @@ impl Report {
                 advisories,
                 settled,
                 id,
+                output,
                 ..
             } => {
                 self.settle(session, settled);
                 let s = self.session(session);
+                s.judge(id, *output);
                 s.advisories += advisories.len() as u32;
                 if let (Some(a), Some(&i)) = (advisories.first(), s.ids.get(id)) {
                     if s.marks[i].label.is_none() {
@@ -200,17 +314,21 @@ impl Report {
         }
     }
 
-    /// Totals: sessions, calls, advisories, asks, denials, gated sessions, saved calls.
-    pub fn totals(&self) -> [u64; 7] {
-        let mut t = [0u64; 7];
-        t[0] = self.sessions.len() as u64;
+    /// The totals over every session.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals {
+            sessions: self.sessions.len() as u64,
+            ..Totals::default()
+        };
         for s in &self.sessions {
-            t[1] += s.calls as u64;
-            t[2] += s.advisories as u64;
-            t[3] += s.asks as u64;
-            t[4] += s.denials as u64;
-            t[5] += s.first_gate.is_some() as u64;
-            t[6] += s.saved() as u64;
+            t.calls += s.calls as u64;
+            t.advisories += s.advisories as u64;
+            t.asks += s.asks as u64;
+            t.stopped += s.denials as u64;
+            t.gated += s.first_gate.is_some() as u64;
+            t.saved += s.saved() as u64;
+            t.waste += s.waste as u64;
+            t.new_information += s.new_information as u64;
         }
         t
     }
@@ -225,9 +343,12 @@ impl Report {
     /// The text summary.
     pub fn text(&self) -> String {
         let mut o = String::new();
-        let [sessions, calls, adv, asks, denials, gated, saved] = self.totals();
+        let t = self.totals();
         let _ = writeln!(o, "loopbrake replay report");
-        let _ = writeln!(o, "{sessions} sessions, {calls} calls: {adv} advisories, {asks} asks, {denials} calls stopped; {gated} sessions gated, {saved} calls saved");
+        let _ = writeln!(o, "{}", t.summary());
+        if t.stopped > 0 {
+            let _ = writeln!(o, "{}", t.waste_line());
+        }
         if self.errors > 0 {
             let _ = writeln!(o, "{} input lines were in error", self.errors);
         }
@@ -238,18 +359,29 @@ impl Report {
         } else {
             let _ = writeln!(
                 o,
-                "{:<58} {:>5} {:>7} {:>4} {:>7} {:>10} {:>5} {:>7}",
-                "session", "calls", "advised", "asks", "stopped", "first gate", "saved", "longest"
+                "{:<58} {:>5} {:>7} {:>4} {:>7} {:>5} {:>8} {:>10} {:>5} {:>7}",
+                "session",
+                "calls",
+                "advised",
+                "asks",
+                "stopped",
+                "waste",
+                "new info",
+                "first gate",
+                "saved",
+                "longest"
             );
             for s in &active {
                 let _ = writeln!(
                     o,
-                    "{:<58} {:>5} {:>7} {:>4} {:>7} {:>10} {:>5} {:>7}",
+                    "{:<58} {:>5} {:>7} {:>4} {:>7} {:>5} {:>8} {:>10} {:>5} {:>7}",
                     short(&s.name, 57),
                     s.calls,
                     s.advisories,
                     s.asks,
                     s.denials,
+                    s.waste,
+                    s.new_information,
                     s.first_gate
                         .map(|g| g.to_string())
                         .unwrap_or_else(|| "-".into()),
@@ -275,14 +407,17 @@ impl Report {
     /// One self-contained HTML page: a timeline per session and a histogram of the
     /// longest repeat per session.
     pub fn html(&self) -> String {
-        let [sessions, calls, adv, asks, denials, gated, saved] = self.totals();
+        let t = self.totals();
         let mut o = String::new();
         o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>loopbrake replay report</title>\n<style>\n");
         o.push_str("body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}");
         o.push_str(".legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}");
         o.push_str("table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}svg text{font:11px system-ui,sans-serif}\n");
         o.push_str("</style></head><body>\n<h1>loopbrake replay report</h1>\n");
-        let _ = writeln!(o, "<p id=\"totals\">{sessions} sessions, {calls} calls: {adv} advisories, {asks} asks, {denials} calls stopped; <b>{gated}</b> sessions gated, <b>{saved}</b> calls saved.</p>");
+        let _ = writeln!(o, "<p id=\"totals\">{} sessions, {} calls: {} advisories, {} asks, {} calls stopped; <b>{}</b> sessions gated, <b>{}</b> calls saved.</p>", t.sessions, t.calls, t.advisories, t.asks, t.stopped, t.gated, t.saved);
+        if t.stopped > 0 {
+            let _ = writeln!(o, "<p id=\"waste\">{}</p>", esc(&t.waste_line()));
+        }
         o.push_str("<p class=\"legend\"><span><i class=\"sw\" style=\"background:#c8c8c8\"></i>allow</span><span><i class=\"sw\" style=\"background:#e0a800\"></i>advise</span><span><i class=\"sw\" style=\"background:#2f6fdb\"></i>ask</span><span><i class=\"sw\" style=\"background:#d62828\"></i>deny</span></p>\n");
 
         o.push_str("<h2>Timelines</h2>\n");

@@ -314,7 +314,10 @@ fn the_trajectory_importer_replays_and_the_report_counts() {
         "/../../examples/django-11265.jsonl"
     ))
     .unwrap();
-    let mut p = processor("").with_call_digests(true);
+    // The seeds' rules (progress off) stop this run; the report tells waste from new
+    // information among what they stop.
+    let mut p = processor("[streak]\nprogress = false\n[breaker]\nprogress = false")
+        .with_call_digests(true);
     let mut imp = Trajectory::default();
     let mut out = Collect(Vec::new());
     run(&data[..], Some(&mut imp), &mut p, 16 << 20, &mut out).unwrap();
@@ -332,6 +335,8 @@ fn the_trajectory_importer_replays_and_the_report_counts() {
     );
     assert_eq!(s.saved(), 37);
     assert_eq!(s.longest_repeat, 20);
+    assert_eq!((s.waste, s.new_information), (1, 14));
+    assert_eq!(report.totals().stopped, 15);
     let text = report.text();
     assert!(text.contains("1 sessions gated, 37 calls saved"), "{text}");
     let html = report.html();

@@ -98,20 +98,71 @@ fn replay_exits_1_when_a_line_is_in_error_and_0_otherwise() {
 }
 
 #[test]
-fn the_quick_start_catches_the_bundled_loop() {
+fn the_quick_start_catches_the_bundled_loop_and_spares_the_struggle() {
     let out = bin()
         .args(["replay", "--from", "trajectory", "--report"])
+        .arg(repo().join("examples/tau-airline-task009.jsonl"))
+        .arg(repo().join("examples/django-11265.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("2 sessions, 73 calls: 1 advisories, 2 asks, 3 calls stopped; 1 sessions gated, 3 calls saved"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Of the calls stopped, 3 were waste (the recorded run got the same output as the last identical call), 0 would have brought new information"),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+    };
+    // calls advised asks stopped waste new-info first-gate saved longest
+    assert_eq!(
+        row("tau_bench/gpt-4o-airline/task009/trial2"),
+        ["23", "0", "2", "3", "3", "0", "21", "3", "4"]
+    );
+    // The django run re-runs a failing script 20 times, but its output changes between
+    // the edits: work, not a loop. It draws one advisory and is never stopped.
+    assert_eq!(
+        row("openhands_c35_oh50/claude-3.5-sonnet/django__django-11265"),
+        ["50", "1", "0", "0", "0", "0", "-", "0", "20"]
+    );
+}
+
+#[test]
+fn seed_mode_stops_the_struggle_the_progress_signal_spares() {
+    let dir = tmpdir("cli", "seed-mode");
+    let cfg = dir.join("loopbrake.toml");
+    std::fs::write(
+        &cfg,
+        "[streak]\nprogress = false\n[breaker]\nprogress = false\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["replay", "--from", "trajectory", "--report", "--config"])
+        .arg(&cfg)
         .arg(repo().join("examples/django-11265.jsonl"))
         .output()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("1 sessions gated, 37 calls saved"), "{text}");
-    assert!(text.contains("django__django-11265"));
+    // Most of what the seeds' rules stop here was new information.
+    assert!(
+        text.contains("Of the calls stopped, 1 were waste (the recorded run got the same output as the last identical call), 14 would have brought new information"),
+        "{text}"
+    );
 }
 
 #[test]
-fn replaying_the_bundled_corpus_gates_the_stuck_runs_and_spares_tau_bench() {
+fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
     let out = bin()
         .args(["replay", "--from", "trajectory"])
         .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
@@ -147,20 +198,15 @@ fn replaying_the_bundled_corpus_gates_the_stuck_runs_and_spares_tau_bench() {
             resolved_gated.push(s.to_string());
         }
     }
-    assert!(gated.iter().any(|s| s.ends_with("django__django-11265")));
-    assert!(
-        !gated.iter().any(|s| s.starts_with("tau_bench/")),
-        "{gated:?}"
-    );
-    // Measured, and documented in the README: one resolved OpenHands run re-runs a
-    // reproduction script that is meant to fail, 7 times between edits, and reaches the
-    // failure gate (an ask with the default on_limit). Any other healthy run gated is a
-    // regression.
+    // The one loop in the corpus: a tau-bench agent re-booting with the same failing
+    // arguments, a `think` between each try.
     assert_eq!(
-        resolved_gated,
-        ["openhands_c35_oh50/claude-3.5-sonnet/django__django-10880"],
+        gated.iter().collect::<Vec<_>>(),
+        ["tau_bench/gpt-4o-airline/task009/trial2"],
         "{gated:?}"
     );
+    // No resolved (healthy) run is stopped: the edit-and-rerun runs are progress.
+    assert!(resolved_gated.is_empty(), "{resolved_gated:?}");
 }
 
 #[test]
@@ -182,6 +228,10 @@ fn the_html_report_is_self_contained() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("django__django-11265"));
     assert!(
+        html.contains("<p id=\"waste\">Of the calls stopped, 3 were waste"),
+        "{html}"
+    );
+    assert!(
         !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http")
     );
 }
@@ -198,7 +248,7 @@ fn the_html_report_renders_in_headless_chromium() {
     let status = bin()
         .args(["replay", "--from", "trajectory", "--html"])
         .arg(&page)
-        .arg(repo().join("examples/django-11265.jsonl"))
+        .arg(repo().join("examples/tau-airline-task009.jsonl"))
         .status()
         .unwrap();
     assert!(status.success());
@@ -252,7 +302,7 @@ fn the_html_report_renders_in_headless_chromium() {
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert_eq!(
         dom.matches("class=\"mark ").count(),
-        50,
+        23,
         "one mark per call"
     );
     assert!(dom.contains("class=\"mark ask\""));
@@ -379,6 +429,23 @@ fn explain_prints_hash_and_fingerprints() {
     assert!(text.contains("host:open.canada.ca") && text.contains("gate at 16"));
     let hash_line = text.lines().find(|l| l.starts_with("hash:")).unwrap();
     assert_eq!(hash_line.split_whitespace().nth(1).unwrap().len(), 64);
+    assert!(text.contains("mutating:   no\n"), "{text}");
+    let mutating = |tool: &str, args: &str| {
+        let out = bin().args(["explain", tool, args]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("mutating:"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    assert!(mutating(
+        "str_replace_editor",
+        r#"{"command":"create","path":"a.py","file_text":"x"}"#
+    )
+    .contains("yes"));
+    assert!(mutating("str_replace_editor", r#"{"command":"view","path":"a.py"}"#).ends_with("no"));
+    assert!(mutating("Bash", r#"{"command":"sed -i 's/a/b/' f.py && pytest"}"#).contains("yes"));
+    assert!(mutating("Bash", r#"{"command":"pytest 2>&1 | tail"}"#).ends_with("no"));
     let out = bin()
         .args(["explain", "bash", "{\"command\": \"secret-token"])
         .output()

@@ -64,6 +64,15 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
     }
     let set = fingerprints(b, tool, &args)?;
     println!("class:      {} tool", set.class);
+    let mutating = b.tools().is_mutating(tool, &args);
+    println!(
+        "mutating:   {}",
+        match (mutating, b.progress()) {
+            (true, true) => "yes: when it succeeds, failing fingerprints count from 1 again",
+            (true, false) => "yes, but breaker.progress = false ignores it",
+            (false, _) => "no",
+        }
+    );
     if !set.stripped.is_empty() {
         println!("decoys:     stripped {}", set.stripped.join(", "));
     }

@@ -116,8 +116,17 @@ pub fn replay(
         std::fs::write(path, report.html())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !want_report {
-            let [sessions, calls, _, _, _, gated, saved] = report.totals();
-            eprintln!("loopbrake: wrote {} ({sessions} sessions, {calls} calls, {gated} gated, {saved} calls saved)", path.display());
+            let t = report.totals();
+            eprintln!(
+                "loopbrake: wrote {} ({} sessions, {} calls, {} gated, {} calls saved, {} stopped calls were waste, {} new information)",
+                path.display(),
+                t.sessions,
+                t.calls,
+                t.gated,
+                t.saved,
+                t.waste,
+                t.new_information
+            );
         }
     }
     io::stdout().flush()?;
