@@ -89,16 +89,32 @@ fn mix() -> Vec<(&'static str, Value)> {
     ]
 }
 
-fn bench_decision(c: &mut Criterion) {
-    let engine = Engine::new(Config::default());
-    let calls = mix();
-    let outcome = Outcome::success("{\"ok\":true,\"items\":[1,2,3]}");
-    let mut g = c.benchmark_group("decision");
+/// A realistic tool output: a test run's first 800 characters, with timings and addresses.
+fn output_800() -> String {
+    let mut s = String::from("============================= test session starts ==============================\nplatform linux -- Python 3.11.7, pytest-8.3.3, pluggy-1.5.0\nrootdir: /work/repo\ncollected 214 items\n\n");
+    let mut i = 0;
+    while s.len() < 800 {
+        s.push_str(&format!(
+            "tests/test_mod_{i}.py::test_case_{i} PASSED [{:>3}%] in 0.0{i}s at 0x7f3a2c{i:04x}\n",
+            i % 100
+        ));
+        i += 1;
+    }
+    s.truncate(800);
+    s
+}
 
-    // Warm session: a few calls in the window.
+/// Pre + post of the mix on a warm session that is never gated (a user message every 8).
+fn bench_warm(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    engine: &Engine,
+    outcome: &Outcome,
+) {
+    let calls = mix();
     let mut st = SessionState::default();
     let mut n = 0u64;
-    g.bench_function("pre_post_warm", |b| {
+    g.bench_function(name, |b| {
         b.iter(|| {
             let (tool, args) = &calls[(n % 4) as usize];
             let id = n.to_string();
@@ -114,14 +130,50 @@ fn bench_decision(c: &mut Criterion) {
                     },
                 )
                 .unwrap();
-            let _ = engine.post(&mut st, &id, &outcome);
-            // Keep the session warm but never gated: a user message every 8 calls.
+            let _ = engine.post(&mut st, &id, outcome);
             if n % 8 == 0 {
                 let _ = engine.user_message(&mut st);
             }
             d
         })
     });
+}
+
+fn bench_progress(c: &mut Criterion) {
+    let mut g = c.benchmark_group("progress");
+    let small = Outcome::success("{\"ok\":true,\"items\":[1,2,3]}");
+    let medium = Outcome::success(output_800());
+    let large = Outcome::success(output_800().repeat(80));
+    g.bench_function("digest/small", |b| {
+        b.iter(|| loopbrake_core::progress::digest(black_box(&small)))
+    });
+    g.bench_function("digest/800B", |b| {
+        b.iter(|| loopbrake_core::progress::digest(black_box(&medium)))
+    });
+    g.bench_function("digest/64KB", |b| {
+        b.iter(|| loopbrake_core::progress::digest(black_box(&large)))
+    });
+    g.finish();
+}
+
+fn bench_decision(c: &mut Criterion) {
+    let calls = mix();
+    let outcome = Outcome::success("{\"ok\":true,\"items\":[1,2,3]}");
+    let long_outcome = Outcome::success(output_800());
+    let progress = Engine::new(Config::default());
+    let seed = Engine::new(
+        Config::from_toml_str(
+            "[streak]\nprogress = false\n[breaker]\nprogress = false",
+            &loopbrake_core::config::no_env,
+        )
+        .unwrap(),
+    );
+    let mut g = c.benchmark_group("decision");
+    // Side by side in one run: the progress signal against the seeds' rules.
+    bench_warm(&mut g, "pre_post_warm", &progress, &outcome);
+    bench_warm(&mut g, "pre_post_warm_seed", &seed, &outcome);
+    bench_warm(&mut g, "pre_post_warm_800B", &progress, &long_outcome);
+    bench_warm(&mut g, "pre_post_warm_800B_seed", &seed, &long_outcome);
 
     // Full window: 16 records of distinct calls, then the same mix keeps sliding it.
     let cfg = Config::from_toml_str("[streak]\nenabled = false\n[breaker]\nlimits = { exact = 1000, cmd = 1000, net = 1000, sink = 1000, host = 1000 }", &loopbrake_core::config::no_env).unwrap();
@@ -185,5 +237,5 @@ fn bench_decision(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_hash, bench_decision);
+criterion_group!(benches, bench_hash, bench_progress, bench_decision);
 criterion_main!(benches);

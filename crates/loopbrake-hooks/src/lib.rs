@@ -267,7 +267,13 @@ fn response_text(v: &Value) -> String {
             if let Some(content) = o.get("content") {
                 return response_text(content);
             }
-            let parts: Vec<&str> = ["stdout", "stderr", "output", "error"]
+            let known = ["stdout", "stderr", "output", "error"];
+            if !known.iter().any(|k| o.contains_key(*k)) {
+                // A structured result with no text field (a file read, a search): its
+                // whole JSON is what the model saw, and what tells new output from old.
+                return v.to_string();
+            }
+            let parts: Vec<&str> = known
                 .iter()
                 .filter_map(|k| o.get(*k).and_then(Value::as_str))
                 .filter(|s| !s.is_empty())

@@ -344,3 +344,89 @@ fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
         None
     );
 }
+
+/// Claude Code's PostToolUse for a call: `tool_response` as the host sends it.
+fn claude_post(id: &str, tool: &str, input: Value, response: Value) -> Value {
+    json!({
+        "session_id": "progress-session",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/home/me/project",
+        "hook_event_name": "PostToolUse",
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_response": response,
+        "tool_use_id": id
+    })
+}
+
+fn claude_pre_tool(id: &str, tool: &str, input: Value) -> Value {
+    json!({
+        "session_id": "progress-session",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/home/me/project",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": id
+    })
+}
+
+fn denied(out: &Option<String>) -> bool {
+    out.as_deref()
+        .is_some_and(|o| o.contains("\"permissionDecision\":\"deny\""))
+}
+
+#[test]
+fn claude_outputs_reach_the_progress_signal() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    // A structured result with no text field (a file read): new content each time is
+    // progress, so the third identical Read runs.
+    let read = json!({"file_path": "/repo/log.txt"});
+    for i in 0..4 {
+        let id = format!("toolu_R{i}");
+        let pre = run(
+            Dialect::Claude,
+            &e,
+            &store,
+            &claude_pre_tool(&id, "Read", read.clone()),
+        );
+        assert!(!denied(&pre), "read {i}: {pre:?}");
+        let response = json!({"type": "text", "file": {"filePath": "/repo/log.txt", "content": format!("line {i}: build step {i}")}});
+        run(
+            Dialect::Claude,
+            &e,
+            &store,
+            &claude_post(&id, "Read", read.clone(), response),
+        );
+    }
+    // The same Bash output every time is a loop: the third call is denied, and says why.
+    let bash = json!({"command": "ls missing/"});
+    let mut outs = Vec::new();
+    for i in 0..3 {
+        let id = format!("toolu_B{i}");
+        let pre = run(
+            Dialect::Claude,
+            &e,
+            &store,
+            &claude_pre_tool(&id, "Bash", bash.clone()),
+        );
+        outs.push(pre.clone());
+        if !denied(&pre) {
+            let response = json!({"stdout": "", "stderr": "ls: cannot access 'missing/': No such file or directory", "interrupted": false});
+            run(
+                Dialect::Claude,
+                &e,
+                &store,
+                &claude_post(&id, "Bash", bash.clone(), response),
+            );
+        }
+    }
+    assert!(!denied(&outs[0]) && !denied(&outs[1]));
+    let third = outs[2].as_deref().unwrap();
+    assert!(denied(&outs[2]), "{third}");
+    assert!(
+        third.contains("The last 2 identical calls returned the same result."),
+        "{third}"
+    );
+}
