@@ -21,5 +21,8 @@ corpus_events=$(( $(zcat examples/trajectories/calls.jsonl.gz | wc -l) * 2 ))
 measure corpus "$corpus_events" "$bin" replay --from trajectory examples/trajectories/calls.jsonl.gz
 python3 scripts/bench/synthetic_events.py 1000000 > "$tmp/events.jsonl"
 measure synthetic_1M 1000000 "$bin" replay "$tmp/events.jsonl"
+# The same stream under the seeds' rules (no output memory), side by side.
+printf '[streak]\nprogress = false\n[breaker]\nprogress = false\n' > "$tmp/seed.toml"
+measure synthetic_1M_seed 1000000 "$bin" replay --config "$tmp/seed.toml" "$tmp/events.jsonl"
 python3 scripts/bench/synthetic_events.py 1000000 20000 > "$tmp/events20k.jsonl"
 measure synthetic_1M_20k_sessions 1000000 "$bin" replay "$tmp/events20k.jsonl"

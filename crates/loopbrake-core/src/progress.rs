@@ -75,7 +75,9 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        h.update(normalise(&text[..end]).as_bytes());
+        let mut buf = Vec::with_capacity(end);
+        normalise_into(&text[..end], &mut buf);
+        h.update(&buf);
     }
     let d = h.finalize();
     Some(OutputDigest(u64::from_be_bytes(
@@ -118,6 +120,10 @@ fn unit_at(s: &str, i: usize) -> usize {
     if word_len == 0 || !UNITS.contains(&&rest[..word_len]) {
         return 0;
     }
+    // A one-letter unit only when attached (`3s`, `5m`): `5 m` is more likely a word.
+    if start > i && rest[..word_len].chars().count() == 1 {
+        return 0;
+    }
     if rest.as_bytes().get(word_len).is_some_and(|c| is_word(*c)) {
         return 0;
     }
@@ -134,138 +140,159 @@ fn unit_at(s: &str, i: usize) -> usize {
 /// assert_eq!(normalise("5 failed, 12 passed"), "5 failed, 12 passed");
 /// ```
 pub fn normalise(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len());
+    normalise_into(text, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Drops trailing blanks of the line `out` ends with.
+fn trim_line_end(out: &mut Vec<u8>) {
+    while matches!(out.last(), Some(b' ' | b'\t' | b'\x0b' | b'\x0c')) {
+        out.pop();
+    }
+}
+
+/// [`normalise`] into a byte buffer, in one pass (the digest hashes the bytes directly).
+fn normalise_into(text: &str, out: &mut Vec<u8>) {
     let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
         let word_start = i == 0 || !is_word(b[i - 1]);
-        // Terminal escapes: CSI (`ESC [ … final`) and OSC (`ESC ] … BEL` or `ESC \`).
-        if c == 0x1b {
-            i += 1;
-            match b.get(i) {
-                Some(b'[') => {
-                    i += 1;
-                    while i < b.len() && !(0x40..=0x7e).contains(&b[i]) {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                Some(b']') => {
-                    while i < b.len() && b[i] != 0x07 && !(b[i] == b'\\' && b[i - 1] == 0x1b) {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                Some(_) => i += 1,
-                None => {}
-            }
-            continue;
-        }
-        if c == b'\r' {
-            if b.get(i + 1) != Some(&b'\n') {
-                out.push('\n');
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'/' {
-            if let Some(p) = TEMP_PREFIXES.iter().find(|p| text[i..].starts_with(**p)) {
-                out.push_str(p);
-                out.push('#');
-                i += p.len();
-                while i < b.len() && !b[i].is_ascii_whitespace() && !b"'\"`:),;".contains(&b[i]) {
-                    i += 1;
-                }
-                continue;
-            }
-        }
-        if word_start && c == b'0' && matches!(b.get(i + 1), Some(b'x' | b'X')) {
-            let n = b[i + 2..]
-                .iter()
-                .take_while(|c| c.is_ascii_hexdigit())
-                .count();
-            if n > 0 && !b.get(i + 2 + n).is_some_and(|c| is_word(*c)) {
-                out.push_str("0x#");
-                i += 2 + n;
-                continue;
-            }
-        }
-        if word_start && is_word(c) {
-            let n = b[i..].iter().take_while(|c| is_word(**c)).count();
-            let w = &b[i..i + n];
-            let hexish = n >= 8
-                && w.iter().all(u8::is_ascii_hexdigit)
-                && w.iter().any(u8::is_ascii_digit)
-                && w.iter().any(u8::is_ascii_alphabetic);
-            let temp = n >= 8 && w.starts_with(b"tmp") && w.iter().any(u8::is_ascii_digit);
-            if hexish || temp {
-                out.push('#');
-                i += n;
-                continue;
-            }
-        }
-        if c.is_ascii_digit() {
-            let n = digits_at(b, i);
-            let mut end = i + n;
-            let mut masked = n >= 3;
-            // A clock time: `H:MM`, `HH:MM:SS`, with an optional fraction.
-            if n <= 2 && b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
-                end += 3;
-                if b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
-                    end += 3;
-                }
-                if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
-                    end += 1 + digits_at(b, end + 1);
-                }
-                masked = true;
-            } else {
-                // A number with a fraction and a duration unit is a duration.
-                let mut num_end = end;
-                if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
-                    num_end = end + 1 + digits_at(b, end + 1);
-                }
-                let u = unit_at(text, num_end);
-                if u > 0 {
-                    end = num_end + u;
-                    masked = true;
-                }
-            }
-            if masked {
-                out.push('#');
-                i = end;
-            } else {
-                out.push_str(&text[i..end]);
-                i = end;
-            }
-            continue;
-        }
-        // Copy one character (whole UTF-8 sequence).
-        let len = match c {
-            0x00..=0x7f => 1,
-            0xc0..=0xdf => 2,
-            0xe0..=0xef => 3,
-            _ => 4,
-        };
-        let end = (i + len).min(b.len());
-        match text.get(i..end) {
-            Some(s) => out.push_str(s),
-            None => {
+        match c {
+            // Terminal escapes: CSI (`ESC [ … final`) and OSC (`ESC ] … BEL` or `ESC \`).
+            0x1b => {
                 i += 1;
-                continue;
+                match b.get(i) {
+                    Some(b'[') => {
+                        i += 1;
+                        while i < b.len() && !(0x40..=0x7e).contains(&b[i]) {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    Some(b']') => {
+                        while i < b.len()
+                            && b[i] != 0x07
+                            && !(b[i] == b'\\' && b[i - 1] == 0x1b)
+                        {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    Some(n) if n.is_ascii() => i += 1,
+                    _ => {}
+                }
+            }
+            b'\r' | b'\n' => {
+                if c == b'\n' || b.get(i + 1) != Some(&b'\n') {
+                    trim_line_end(out);
+                    out.push(b'\n');
+                }
+                i += 1;
+            }
+            b'/' => {
+                if let Some(p) = TEMP_PREFIXES.iter().find(|p| b[i..].starts_with(p.as_bytes())) {
+                    out.extend_from_slice(p.as_bytes());
+                    out.push(b'#');
+                    i += p.len();
+                    while i < b.len()
+                        && !b[i].is_ascii_whitespace()
+                        && !b"'\"`:),;".contains(&b[i])
+                    {
+                        i += 1;
+                    }
+                } else {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+            c if is_word(c) => {
+                if word_start && c == b'0' && matches!(b.get(i + 1), Some(b'x' | b'X')) {
+                    let n = b[i + 2..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_hexdigit())
+                        .count();
+                    if n > 0 && !b.get(i + 2 + n).is_some_and(|c| is_word(*c)) {
+                        out.extend_from_slice(b"0x#");
+                        i += 2 + n;
+                        continue;
+                    }
+                }
+                if word_start {
+                    let n = b[i..].iter().take_while(|c| is_word(**c)).count();
+                    let w = &b[i..i + n];
+                    let hexish = n >= 8
+                        && w.iter().all(u8::is_ascii_hexdigit)
+                        && w.iter().any(u8::is_ascii_digit)
+                        && w.iter().any(u8::is_ascii_alphabetic);
+                    let temp = n >= 8 && w.starts_with(b"tmp") && w.iter().any(u8::is_ascii_digit);
+                    if hexish || temp {
+                        out.push(b'#');
+                        i += n;
+                        continue;
+                    }
+                }
+                if !c.is_ascii_digit() {
+                    // Letters up to the next digit or the end of the word, in one copy.
+                    let n = b[i..]
+                        .iter()
+                        .take_while(|c| is_word(**c) && !c.is_ascii_digit())
+                        .count();
+                    out.extend_from_slice(&b[i..i + n]);
+                    i += n;
+                    continue;
+                }
+                i = number(text, i, out);
+            }
+            _ => {
+                out.push(c);
+                i += 1;
             }
         }
-        i = end;
     }
-    // Trailing blanks on each line, and at the end, carry no information.
-    let mut tidy = String::with_capacity(out.len());
-    for (k, line) in out.split('\n').enumerate() {
-        if k > 0 {
-            tidy.push('\n');
+    trim_line_end(out);
+    while out.last() == Some(&b'\n') {
+        out.pop();
+        trim_line_end(out);
+    }
+}
+
+/// A run of digits at `i`: a clock time or a duration is masked whole, a number of three
+/// digits or more becomes `#`, a smaller one stays. Returns the index after it.
+fn number(text: &str, i: usize, out: &mut Vec<u8>) -> usize {
+    let b = text.as_bytes();
+    let n = digits_at(b, i);
+    let mut end = i + n;
+    let mut masked = n >= 3;
+    // A clock time: `H:MM`, `HH:MM:SS`, with an optional fraction.
+    if n <= 2 && b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
+        end += 3;
+        if b.get(end) == Some(&b':') && digits_at(b, end + 1) == 2 {
+            end += 3;
         }
-        tidy.push_str(line.trim_end());
+        if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
+            end += 1 + digits_at(b, end + 1);
+        }
+        masked = true;
+    } else {
+        // A number with a fraction and a duration unit is a duration.
+        let mut num_end = end;
+        if b.get(end) == Some(&b'.') && digits_at(b, end + 1) > 0 {
+            num_end = end + 1 + digits_at(b, end + 1);
+        }
+        let u = unit_at(text, num_end);
+        if u > 0 {
+            end = num_end + u;
+            masked = true;
+        }
     }
-    tidy.trim_end().to_string()
+    if masked {
+        out.push(b'#');
+    } else {
+        out.extend_from_slice(&b[i..end]);
+    }
+    end
 }
 
 #[cfg(test)]

@@ -224,3 +224,33 @@ fn megabyte_commands_and_odd_hosts_get_defined_fingerprints() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Output normalisation never panics, on any text (escapes, odd UTF-8 boundaries,
+    /// lone carriage returns), and its result has no trailing blanks.
+    #[test]
+    fn normalising_any_output_is_defined(text in "(\\PC|\u{1b}|\r|\n|[0-9]{1,12}|0x[0-9a-f]{0,8}|/tmp/[a-z]{0,5}| ){0,64}") {
+        let n = loopbrake_core::progress::normalise(&text);
+        prop_assert!(!n.ends_with(' ') && !n.ends_with('\n'));
+        let clean = !n.contains('\r') && !n.contains('\x1b');
+        prop_assert!(clean, "{:?}", n);
+        let _ = loopbrake_core::progress::digest(&Outcome::success(text));
+    }
+
+    /// A counter of three digits or more never makes two outputs differ (a loop that prints
+    /// a rising line number is still a loop); a one- or two-digit change always does.
+    #[test]
+    fn long_counters_are_masked_and_small_numbers_kept(
+        words in prop::collection::vec("[a-z]{1,8}", 1..6),
+        a in 100u64..10_000_000_000,
+        b in 100u64..10_000_000_000,
+        small in 0u64..99,
+    ) {
+        let with = |n: u64| format!("{} {n} {}", words.join(" "), words[0]);
+        let digest = |t: String| loopbrake_core::progress::digest(&Outcome::success(t));
+        prop_assert_eq!(digest(with(a)), digest(with(b)));
+        prop_assert_ne!(digest(with(small)), digest(with(small + 1)));
+    }
+}
