@@ -172,10 +172,7 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
                         i += 1;
                     }
                     Some(b']') => {
-                        while i < b.len()
-                            && b[i] != 0x07
-                            && !(b[i] == b'\\' && b[i - 1] == 0x1b)
-                        {
+                        while i < b.len() && b[i] != 0x07 && !(b[i] == b'\\' && b[i - 1] == 0x1b) {
                             i += 1;
                         }
                         i += 1;
@@ -192,13 +189,14 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
                 i += 1;
             }
             b'/' => {
-                if let Some(p) = TEMP_PREFIXES.iter().find(|p| b[i..].starts_with(p.as_bytes())) {
+                if let Some(p) = TEMP_PREFIXES
+                    .iter()
+                    .find(|p| b[i..].starts_with(p.as_bytes()))
+                {
                     out.extend_from_slice(p.as_bytes());
                     out.push(b'#');
                     i += p.len();
-                    while i < b.len()
-                        && !b[i].is_ascii_whitespace()
-                        && !b"'\"`:),;".contains(&b[i])
+                    while i < b.len() && !b[i].is_ascii_whitespace() && !b"'\"`:),;".contains(&b[i])
                     {
                         i += 1;
                     }
