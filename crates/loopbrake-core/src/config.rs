@@ -35,13 +35,36 @@ impl ConfigError {
     }
 }
 
+/// The `key` of a TOML syntax error (its `value` is the position).
+pub const SYNTAX: &str = "(toml syntax)";
+/// The `value` of an error about a key itself (an unknown or retired key), not its value.
+pub const KEY_ITSELF: &str = "(set)";
+
 impl fmt::Display for ConfigError {
+    /// One sentence: `` `streak.max_repeats = 0` is not valid: it must be a whole number >= 1. ``,
+    /// `` `streak.max_repeat` is not a setting; did you mean `streak.max_repeats`? ``, or
+    /// `the file is not valid TOML (line 1, column 9): …`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid configuration: {} = {}: {}",
-            self.key, self.value, self.rule
-        )
+        let end = if self.rule.ends_with(['.', '?', ')']) {
+            ""
+        } else {
+            "."
+        };
+        if self.key == SYNTAX {
+            write!(
+                f,
+                "the file is not valid TOML ({}): {}{end}",
+                self.value, self.rule
+            )
+        } else if self.value == KEY_ITSELF {
+            write!(f, "`{}` {}{end}", self.key, self.rule)
+        } else {
+            write!(
+                f,
+                "`{} = {}` is not valid: it {}{end}",
+                self.key, self.value, self.rule
+            )
+        }
     }
 }
 
@@ -78,9 +101,7 @@ impl Config {
     /// assert_eq!(err.key, "streak.max_repeats");
     /// ```
     pub fn from_toml_str(text: &str, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            ConfigError::new("(file)", "(toml)", e.message().to_string())
-        })?;
+        let table = parse_toml(text)?;
         for key in table.keys() {
             if !ENGINE_TABLES.contains(&key.as_str()) {
                 return Err(unknown_key("", key, ENGINE_TABLES));
@@ -117,7 +138,7 @@ pub fn parse_toml(text: &str) -> Result<toml::Table, ConfigError> {
                 format!("line {line}, column {col}")
             })
             .unwrap_or_else(|| "(unknown position)".to_string());
-        ConfigError::new("(toml syntax)", at, e.message().to_string())
+        ConfigError::new(SYNTAX, at, e.message().trim_end().to_string())
     })
 }
 
@@ -164,10 +185,10 @@ pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
         .max_by(|a, b| a.0.total_cmp(&b.0));
     let rule = match best {
         Some((score, name)) if score >= 0.75 => {
-            format!("unknown key; did you mean `{}`?", dotted(prefix, name))
+            format!("is not a setting; did you mean `{}`?", dotted(prefix, name))
         }
         _ => format!(
-            "unknown key; valid keys here are: {}",
+            "is not a setting; the settings here are {}",
             valid
                 .iter()
                 .map(|v| format!("`{v}`"))
@@ -175,7 +196,7 @@ pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
                 .join(", ")
         ),
     };
-    ConfigError::new(dotted(prefix, key), "(set)", rule)
+    ConfigError::new(dotted(prefix, key), KEY_ITSELF, rule)
 }
 
 pub(crate) fn get_bool(prefix: &str, key: &str, v: &toml::Value) -> Result<bool, ConfigError> {

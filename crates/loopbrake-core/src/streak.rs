@@ -167,7 +167,11 @@ impl StreakConfig {
 fn validate_max_repeats(key: &str, shown: &str, n: Option<i64>) -> Result<u32, ConfigError> {
     match n {
         Some(n) if n >= 1 && n <= u32::MAX as i64 => Ok(n as u32),
-        _ => Err(ConfigError::new(key, shown, "must be a whole number >= 1")),
+        _ => Err(ConfigError::new(
+            key,
+            shown,
+            format!("must be a whole number from 1 to {}", u32::MAX),
+        )),
     }
 }
 

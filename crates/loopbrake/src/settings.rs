@@ -349,13 +349,67 @@ pub enum LoadError {
         path: PathBuf,
     },
     /// A value broke a rule.
-    #[error("{path}: {error}")]
+    #[error("{path}{}: {error}", line.map(|n| format!(", line {n}")).unwrap_or_default())]
     Invalid {
         /// The file (or `built-in defaults` for an environment variable).
         path: String,
+        /// The line of the offending key, when it is in the file.
+        line: Option<usize>,
         /// What is wrong.
         error: ConfigError,
     },
+}
+
+/// Splits a dotted key as errors name it (`breaker.limits."host:a.b"`) into its parts.
+fn key_parts(dotted: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in dotted.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    parts.push(cur);
+    parts
+}
+
+/// The 1-based line where a dotted key is written in `text` (a table header, a key, or a
+/// key of an inline table), when the text parses.
+pub fn line_of(text: &str, dotted: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let parts = key_parts(dotted);
+    let mut span = None;
+    let mut item: Option<&toml_edit::Item> = None;
+    for part in &parts {
+        let (key_span, next) = match item {
+            None => {
+                let (k, v) = doc.as_table().get_key_value(part)?;
+                (k.span(), v)
+            }
+            Some(toml_edit::Item::Table(t)) => {
+                let (k, v) = t.get_key_value(part)?;
+                (k.span(), v)
+            }
+            Some(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))) => {
+                let (k, v) = t.get_key_value(part)?;
+                (k.span(), v)
+            }
+            _ => return span.map(|s: std::ops::Range<usize>| line_at(text, s.start)),
+        };
+        // A table header keeps its own span; a dotted or inline key has the key's.
+        span = key_span
+            .or_else(|| next.as_table().and_then(|t| t.span()))
+            .or(span);
+        item = Some(next);
+    }
+    span.map(|s| line_at(text, s.start))
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// Reads the process environment.
@@ -428,6 +482,7 @@ pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Lo
     })?;
     parse(&text, env).map_err(|error| LoadError::Invalid {
         path: path.display().to_string(),
+        line: line_of(&text, &error.key),
         error,
     })
 }
@@ -449,6 +504,7 @@ pub fn load_with(
         None => (
             parse("", env).map_err(|error| LoadError::Invalid {
                 path: "built-in defaults".into(),
+                line: None,
                 error,
             })?,
             Source::Defaults,
@@ -462,12 +518,93 @@ pub fn load_with(
     })
 }
 
+/// The `[store]` settings to use when the configuration cannot be loaded: the defaults,
+/// except `fail_closed` (and the state `path`) when the file parses as TOML and sets them.
+/// A configuration with a typo elsewhere must not turn a fail-closed policy open.
+pub fn store_settings_of_broken(explicit: Option<&Path>) -> StoreSettings {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut s = StoreSettings::default();
+    let Some(path) = locate(explicit, &process_env, &cwd) else {
+        return s;
+    };
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return s;
+    };
+    if !meta.is_file() || meta.len() > MAX_CONFIG_BYTES {
+        return s;
+    }
+    let Some(table) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+    else {
+        return s;
+    };
+    let store = table.get("store").and_then(toml::Value::as_table);
+    if let Some(b) = store
+        .and_then(|t| t.get("fail_closed"))
+        .and_then(toml::Value::as_bool)
+    {
+        s.fail_closed = b;
+    }
+    if let Some(p) = store
+        .and_then(|t| t.get("path"))
+        .and_then(toml::Value::as_str)
+        .filter(|p| !p.is_empty())
+    {
+        s.path = Some(PathBuf::from(p));
+    }
+    s
+}
+
 /// The commented default configuration (`loopbrake config default`).
 pub const DEFAULT_FILE: &str = include_str!("default-config.toml");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_the_line_of_the_key() {
+        for (text, line) in [
+            ("[streak]\nmax_repeat = 3\n", 2),
+            ("# c\n[breaker]\nwindow = 16\nlimits = { net = 1 }\n", 4),
+            ("[breaker.limits]\n\"host:a.b\" = 1\n", 2),
+            ("streek = 1\n", 1),
+            ("[store]\nlock_timeout = \"forever\"\n", 2),
+        ] {
+            let error = parse(text, &|_| None).unwrap_err();
+            assert_eq!(line_of(text, &error.key), Some(line), "{text}: {error}");
+        }
+        let e = load_file_text("[streak]\nmax_repeat = 3\n");
+        assert_eq!(
+            e,
+            "loopbrake.toml, line 2: `streak.max_repeat` is not a setting; did you mean `streak.max_repeats`?"
+        );
+        let e = load_file_text("[streak]\nmax_repeats = 0\n");
+        assert_eq!(
+            e,
+            "loopbrake.toml, line 2: `streak.max_repeats = 0` is not valid: it must be a whole number from 1 to 4294967295."
+        );
+        let e = load_file_text("[streak\n");
+        assert!(
+            e.starts_with("loopbrake.toml: the file is not valid TOML (line 1, column 8): "),
+            "{e}"
+        );
+    }
+
+    fn load_file_text(text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!(
+            "loopbrake-settings-{}-{}",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("loopbrake.toml");
+        std::fs::write(&path, text).unwrap();
+        let e = load_file(&path, &|_| None).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        e.replace(&format!("{}/", dir.display()), "")
+    }
     use loopbrake_core::config::no_env;
 
     #[test]

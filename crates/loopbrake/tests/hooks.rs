@@ -189,14 +189,52 @@ fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
     let v: Value = serde_json::from_slice(&closed.stdout).unwrap();
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
 
-    // An invalid configuration never blocks either: the hook lets the call run.
+    // An invalid configuration never blocks either: the hook lets the call run, and the
+    // user is told once per session (Claude Code shows `systemMessage` to the user).
     let bad = dir.join("bad.toml");
-    std::fs::write(&bad, "[streak]\nmax_repeats = 0\n").unwrap();
-    let c = spawn_hook(&dir, &pre("s", "t2", "ls"), Some(&bad));
-    let out = c.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("streak.max_repeats"));
+    std::fs::write(&bad, "[streak]\nmax_repeat = 3\n").unwrap();
+    let hook = |session: &str, id: &str, cfg: &Path| {
+        let out = spawn_hook(&dir, &pre(session, id, "ls"), Some(cfg))
+            .wait_with_output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("streak.max_repeat"));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first: Value = serde_json::from_str(&hook("s", "t2", &bad)).unwrap();
+    let message = first["systemMessage"].as_str().unwrap();
+    assert!(
+        message.starts_with("loopbrake is not checking tool calls: its configuration is invalid."),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "{}, line 2: `streak.max_repeat` is not a setting; did you mean `streak.max_repeats`?",
+            bad.display()
+        )),
+        "{message}"
+    );
+    assert!(message.contains("tool calls run unchecked until it is fixed"));
+    assert!(
+        first.get("hookSpecificOutput").is_none(),
+        "no decision: {first}"
+    );
+    assert_eq!(hook("s", "t3", &bad), "", "once per session");
+    assert!(hook("other", "t4", &bad).contains("systemMessage"));
+
+    // A typo elsewhere does not turn a fail-closed policy open.
+    let bad_closed = dir.join("bad-closed.toml");
+    std::fs::write(
+        &bad_closed,
+        "[store]\nfail_closed = true\n[streak]\nmax_repeat = 3\n",
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&hook("s", "t5", &bad_closed)).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+    assert!(v["systemMessage"]
+        .as_str()
+        .unwrap()
+        .contains("tool calls are refused until it is fixed"));
 }
 
 #[test]
@@ -257,6 +295,62 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
     let out = bin(&dir).args(["init", "claude"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ not json");
+
+    // --local: Claude Code's personal project file; with `loopbrake` on PATH being this
+    // program, the command is the bare name (right for every machine).
+    let exe_dir = Path::new(env!("CARGO_BIN_EXE_loopbrake")).parent().unwrap();
+    let out = bin(&dir)
+        .env("PATH", format!("{}:/usr/bin:/bin", exe_dir.display()))
+        .args(["init", "claude", "--local"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(claude_dir.join("settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        local["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        "loopbrake hook claude"
+    );
+    let out = bin(&dir)
+        .args(["init", "codex", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--local is for Claude Code"));
+
+    // An invalid configuration: init refuses to install (hooks would run unchecked),
+    // names the problem, and changes nothing. Removing still works.
+    std::fs::remove_file(claude_dir.join("settings.local.json")).unwrap();
+    std::fs::write(
+        dir.join("loopbrake.toml"),
+        "[breaker]\nwarn_at = \"soon\"\n",
+    )
+    .unwrap();
+    let out = bin(&dir)
+        .args(["init", "claude", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not installing: the configuration is invalid.")
+            && err.contains("loopbrake.toml, line 2: `breaker.warn_at = \"soon\"` is not valid"),
+        "{err}"
+    );
+    assert!(!claude_dir.join("settings.local.json").exists());
+    std::fs::write(&settings, "{}").unwrap();
+    let out = bin(&dir)
+        .args(["init", "claude", "--remove"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::remove_file(dir.join("loopbrake.toml")).unwrap();
 }
 
 #[test]

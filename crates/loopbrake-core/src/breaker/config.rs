@@ -2,7 +2,9 @@
 //! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
 
 use super::mutation::{MutatingTool, DEFAULT_MUTATING};
-use crate::config::{dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError};
+use crate::config::{
+    dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, KEY_ITSELF,
+};
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -330,38 +332,40 @@ const TOOL_KEYS: &[&str] = &[
     "mutating",
 ];
 
-/// Keys the original removed, with their migration hints (snake_case and camelCase).
+/// Settings of the original JavaScript plugin (dsh-repeat-tool-breaker) that it retired
+/// before loopbrake existed, in snake_case and camelCase, with what replaced them: someone
+/// porting an old configuration is told where the setting went.
 const REMOVED: &[(&str, &str, &str)] = &[
     (
         "shell_http_allow",
         "shellHttpAllow",
-        "replaced by shell_http_block in 0.7.0",
+        "replaced by its `shellHttpBlock` list",
     ),
     (
         "deny_after",
         "denyAfter",
-        "use `limits` (the gate per fingerprint kind)",
+        "replaced by `limits`, the gate per fingerprint kind",
     ),
-    ("warn_after", "warnAfter", "use `warn_at`"),
+    ("warn_after", "warnAfter", "replaced by `warn_at`"),
     (
         "register_advisory",
         "registerAdvisory",
-        "advisories are always delivered; tune `warn_at` / `summarize_at`",
+        "advisories are always delivered: tune `warn_at` and `summarize_at`",
     ),
     (
         "max_same_path",
         "maxSamePath",
-        "path counters are gone; file actions are identified by `exact:`",
+        "path counters are gone: file actions are identified by `exact:`",
     ),
     (
         "read_tools",
         "readTools",
-        "path counters are gone; file actions are identified by `exact:`",
+        "path counters are gone: file actions are identified by `exact:`",
     ),
     (
         "match_read_by_substring",
         "matchReadBySubstring",
-        "path counters are gone; file actions are identified by `exact:`",
+        "path counters are gone: file actions are identified by `exact:`",
     ),
 ];
 
@@ -422,18 +426,20 @@ impl BreakerConfig {
         let mut c = BreakerConfig::default();
         let Some(t) = table else { return Ok(c) };
         for (k, v) in t {
-            if let Some((_, _, hint)) = REMOVED.iter().find(|(s, camel, _)| k == s || k == camel) {
+            if let Some((_, camel, hint)) =
+                REMOVED.iter().find(|(s, camel, _)| k == s || k == camel)
+            {
                 return Err(ConfigError::new(
                     dotted(P, k),
-                    show(v),
-                    format!("was removed in 0.2.0 — {hint}"),
+                    KEY_ITSELF,
+                    format!("is not a loopbrake setting; it was the original plugin's `{camel}`, {hint}"),
                 ));
             }
             if LATER.contains(&k.as_str()) {
                 return Err(ConfigError::new(
                     dotted(P, k),
-                    show(v),
-                    "the shell-HTTP block and web_fetch_file are not part of this release (breaker spec D6)",
+                    KEY_ITSELF,
+                    "is not a loopbrake setting yet: the shell-HTTP block and its fetch tool are not part of this release",
                 ));
             }
             match k.as_str() {
@@ -460,7 +466,7 @@ impl BreakerConfig {
                             return Err(ConfigError::new(
                                 dotted(P, k),
                                 show(v),
-                                "\"ask\" was removed in 0.4.0 — use on_limit = \"ask\", which now applies to every measure",
+                                "must be \"deny\" or \"allow\"; \"ask\" was the original plugin's local-only ask, replaced by on_limit = \"ask\", which applies to every measure",
                             ))
                         }
                         _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"deny\" or \"allow\"")),
@@ -594,7 +600,7 @@ fn stage(k: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
         _ => Err(ConfigError::new(
             dotted(P, k),
             show(v),
-            "must be a number (a positive integer turns the stage on; 0, a negative number or \"off\" turns it off)",
+            format!("must be a number (a positive integer up to {} turns the stage on; 0, a negative number or \"off\" turns it off)", u32::MAX),
         )),
     }
 }
@@ -608,7 +614,7 @@ fn cap(key: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
         _ => Err(ConfigError::new(
             key,
             show(v),
-            "must be an integer >= 2, or \"off\" (no gate for this measure on either track)",
+            format!("must be an integer from 2 to {}, or \"off\" (no gate for this measure on either track)", u32::MAX),
         )),
     }
 }
@@ -784,7 +790,10 @@ mod tests {
         let e = load("windw = 16").unwrap_err();
         assert!(e.rule.contains("did you mean `breaker.window`"), "{e}");
         let e = load("deny_after = 3").unwrap_err();
-        assert!(e.rule.contains("was removed in 0.2.0"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "`breaker.deny_after` is not a loopbrake setting; it was the original plugin's `denyAfter`, replaced by `limits`, the gate per fingerprint kind."
+        );
         let e = load("local_hosts = \"ask\"").unwrap_err();
         assert!(e.rule.contains("on_limit"), "{e}");
         let e = load("warn_at = 2.5").unwrap_err();

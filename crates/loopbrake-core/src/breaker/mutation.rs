@@ -42,10 +42,10 @@ impl MutatingTool {
         let name = &spec[..open];
         let inner = spec[open + 1..]
             .strip_suffix(']')
-            .ok_or("a condition must end with `]`: NAME[ARG=VALUE|VALUE…]")?;
+            .ok_or("must end its condition with `]`: NAME[ARG=VALUE|VALUE…]")?;
         let (arg, values) = inner
             .split_once('=')
-            .ok_or("a condition must be ARG=VALUE|VALUE…")?;
+            .ok_or("must have a condition of the form NAME[ARG=VALUE|VALUE…]")?;
         let values: Vec<String> = values
             .split('|')
             .map(str::trim)

@@ -44,7 +44,7 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         Ok(s) => (Engine::new(s.engine), s.store, None),
         Err(e) => (
             Engine::default(),
-            settings::StoreSettings::default(),
+            settings::store_settings_of_broken(config),
             Some(e.to_string()),
         ),
     };
@@ -66,7 +66,24 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         fail_closed: store_settings.fail_closed,
     };
     let reply = handle(dialect, if early.is_empty() { &input } else { b"" }, &ctx);
-    if let Some(out) = &reply.stdout {
+    let mut stdout_text = reply.stdout.clone();
+    if let Some(e) = &cfg_error {
+        let session = serde_json::from_slice::<serde_json::Value>(&input)
+            .ok()
+            .and_then(|v| {
+                v.get("session_id")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        if first_warning(&log_path, &session, e) {
+            stdout_text = Some(with_system_message(
+                stdout_text.as_deref(),
+                &config_message(e, store_settings.fail_closed),
+            ));
+        }
+    }
+    if let Some(out) = &stdout_text {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{out}");
         let _ = stdout.flush();
@@ -80,6 +97,60 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// What the user reads when the configuration is broken: the host shows it once per
+/// session (Claude Code, Codex and Gemini CLI all show a hook's `systemMessage`).
+fn config_message(error: &str, fail_closed: bool) -> String {
+    let effect = if fail_closed {
+        "tool calls are refused until it is fixed ([store] fail_closed = true)"
+    } else {
+        "tool calls run unchecked until it is fixed"
+    };
+    format!("loopbrake is not checking tool calls: its configuration is invalid. {error} Run `loopbrake config check` after fixing it; {effect}.")
+}
+
+/// Adds `systemMessage` to the hook's JSON answer (or makes one).
+fn with_system_message(out: Option<&str>, message: &str) -> String {
+    let mut v = out
+        .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    v["systemMessage"] = serde_json::Value::String(message.to_string());
+    v.to_string()
+}
+
+/// Whether this session has not been told about this configuration error yet; records
+/// that it now has (a short owner-only file beside the hook log, last 256 entries).
+fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(dir) = log_path.parent() else {
+        return true;
+    };
+    let file = dir.join("config-warnings");
+    let entry = format!(
+        "{:016x}",
+        loopbrake::breaker::FpId::of(&format!("{session}\n{error}")).0
+    );
+    let existing = std::fs::read_to_string(&file).unwrap_or_default();
+    if existing.lines().any(|l| l == entry) {
+        return false;
+    }
+    let mut lines: Vec<&str> = existing.lines().collect();
+    lines.push(&entry);
+    let keep = &lines[lines.len().saturating_sub(256)..];
+    let _ = std::fs::create_dir_all(dir);
+    let tmp = dir.join(format!("config-warnings.{}", std::process::id()));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    if let Ok(mut f) = opts.open(&tmp) {
+        let _ = f.write_all((keep.join("\n") + "\n").as_bytes());
+        let _ = std::fs::rename(&tmp, &file);
+    }
+    true
+}
+
 fn home() -> Result<PathBuf, CliError> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -87,30 +158,61 @@ fn home() -> Result<PathBuf, CliError> {
         .ok_or_else(|| "HOME is not set; use --project or set HOME".into())
 }
 
+/// Which settings file `init` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The user's settings.
+    User,
+    /// The project's shared (committed) settings.
+    Project,
+    /// The project's personal settings (Claude Code's `settings.local.json`).
+    Local,
+}
+
 /// The settings file `init` edits.
-fn settings_file(dialect: Dialect, project: bool) -> Result<PathBuf, CliError> {
-    Ok(match (dialect, project) {
-        (Dialect::Claude, true) => PathBuf::from(".claude/settings.json"),
-        (Dialect::Codex, true) => PathBuf::from(".codex/hooks.json"),
-        (Dialect::Claude, false) => {
+fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    Ok(match (dialect, scope) {
+        (Dialect::Claude, Scope::Project) => PathBuf::from(".claude/settings.json"),
+        (Dialect::Claude, Scope::Local) => PathBuf::from(".claude/settings.local.json"),
+        (Dialect::Codex, Scope::Project) => PathBuf::from(".codex/hooks.json"),
+        (Dialect::Codex, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Codex has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Claude, Scope::User) => {
             match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
                 Some(d) => PathBuf::from(d).join("settings.json"),
                 None => home()?.join(".claude/settings.json"),
             }
         }
-        (Dialect::Codex, false) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+        (Dialect::Codex, Scope::User) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
             Some(d) => PathBuf::from(d).join("hooks.json"),
             None => home()?.join(".codex/hooks.json"),
         },
     })
 }
 
+/// Whether `loopbrake` on `PATH` is this very program: then the hook command can be the
+/// bare name, which stays right for teammates and after reinstalls.
+fn on_path_is_self(this: &Path) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path)
+        .map(|d| d.join("loopbrake"))
+        .find(|c| c.is_file())
+        .and_then(|c| c.canonicalize().ok())
+        .is_some_and(|c| c == this)
+}
+
 fn hook_command(dialect: Dialect) -> String {
-    let exe = std::env::current_exe()
+    let this = std::env::current_exe()
         .ok()
-        .and_then(|p| p.canonicalize().ok())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "loopbrake".to_string());
+        .and_then(|p| p.canonicalize().ok());
+    let exe = match &this {
+        Some(p) if on_path_is_self(p) => "loopbrake".to_string(),
+        Some(p) => p.display().to_string(),
+        None => "loopbrake".to_string(),
+    };
     let exe = if exe.contains(char::is_whitespace) {
         format!("\"{exe}\"")
     } else {
@@ -119,8 +221,22 @@ fn hook_command(dialect: Dialect) -> String {
     format!("{exe} hook {}", dialect.as_str())
 }
 
-pub fn init(dialect: Dialect, project: bool, remove: bool) -> Result<ExitCode, CliError> {
-    let path = settings_file(dialect, project)?;
+pub fn init(
+    config: Option<&Path>,
+    dialect: Dialect,
+    scope: Scope,
+    remove: bool,
+) -> Result<ExitCode, CliError> {
+    let path = settings_file(dialect, scope)?;
+    if !remove {
+        // Hooks over a broken configuration would run unchecked: say so now, not later.
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `loopbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
     let existing = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -58,16 +58,22 @@ enum Command {
         dialect: HookDialect,
     },
     /// Install loopbrake's hooks into Claude Code's or Codex's settings (or remove them).
+    /// Refuses to install while the configuration is invalid.
     Init {
         /// The host.
         #[arg(value_enum)]
         dialect: HookDialect,
         /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json): the default.
-        #[arg(long, conflicts_with = "project")]
+        #[arg(long, conflicts_with_all = ["project", "local"])]
         user: bool,
-        /// This project's settings (.claude/settings.json, .codex/hooks.json).
-        #[arg(long)]
+        /// This project's shared settings (.claude/settings.json, .codex/hooks.json), which
+        /// teams commit: every teammate needs `loopbrake` on PATH.
+        #[arg(long, conflicts_with = "local")]
         project: bool,
+        /// This project's personal settings (.claude/settings.local.json, which Claude Code
+        /// keeps out of version control). Claude Code only.
+        #[arg(long)]
+        local: bool,
         /// Remove loopbrake's hooks instead.
         #[arg(long)]
         remove: bool,
@@ -179,8 +185,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             dialect,
             user: _,
             project,
+            local,
             remove,
-        } => hook::init(dialect.into(), project, remove),
+        } => {
+            let scope = match (project, local) {
+                (true, _) => hook::Scope::Project,
+                (_, true) => hook::Scope::Local,
+                _ => hook::Scope::User,
+            };
+            hook::init(cli.config.as_deref(), dialect.into(), scope, remove)
+        }
         Command::Sessions { action, json } => match action {
             None => sessions::list(cli.config.as_deref(), json),
             Some(SessionsCommand::Reset { key }) => sessions::reset(cli.config.as_deref(), &key),
