@@ -182,6 +182,14 @@ pub struct SessionState {
     pub breaker: BreakerState,
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     calls: VecDeque<CallRecord>,
+    /// Calls stopped since the session (re)started: denied by either engine, or asked
+    /// and not approved.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    stopped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl SessionState {
@@ -206,6 +214,18 @@ impl SessionState {
     /// Number of calls remembered between call and result.
     pub fn open_calls(&self) -> usize {
         self.calls.len()
+    }
+
+    /// Calls stopped since the session (re)started: denied by either engine, or asked and
+    /// not approved.
+    pub fn stopped(&self) -> u32 {
+        self.stopped
+    }
+
+    fn count_stop(&mut self, verdict: Verdict) {
+        if verdict == Verdict::Deny {
+            self.stopped = self.stopped.saturating_add(1);
+        }
     }
 }
 
@@ -244,6 +264,7 @@ impl Engine {
             }
             let _ = self.breaker.answer(&mut st.breaker, &id, false);
             st.record(&id, CallStatus::Denied);
+            st.count_stop(Verdict::Deny);
             out.push(Settled {
                 id,
                 verdict: Verdict::Deny,
@@ -285,15 +306,22 @@ impl Engine {
                 d.code = Some(crate::streak::CODE);
                 d.message = Some(err.to_string());
                 d.streak_refusal = Some(err);
+                if st.status(call.id).is_none() {
+                    st.count_stop(Verdict::Deny);
+                }
                 st.record(call.id, CallStatus::Denied);
                 return Ok(d);
             }
             StreakVerdict::Allow { .. } => {}
         }
+        let seen = st.status(call.id).is_some();
         let v = self
             .breaker
             .pre(&mut st.breaker, call.id, call.tool, call.args)?;
         let status = self.apply(&mut d, v);
+        if !seen {
+            st.count_stop(d.verdict);
+        }
         st.record(call.id, status);
         Ok(d)
     }
@@ -340,6 +368,7 @@ impl Engine {
         let mut d = Decision::allow(call_id);
         d.settled = settled;
         let status = self.apply(&mut d, v);
+        st.count_stop(d.verdict);
         st.record(call_id, status);
         Ok(d)
     }
@@ -390,6 +419,7 @@ impl Engine {
         self.streak.reset(&mut st.streak);
         self.breaker.user_message(&mut st.breaker);
         st.calls.clear();
+        st.stopped = 0;
         settled
     }
 

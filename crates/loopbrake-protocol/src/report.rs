@@ -143,12 +143,24 @@ pub struct Totals {
     pub new_information: u64,
 }
 
+/// `1 call`, `2 calls`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl Totals {
-    /// The one-line summary.
+    /// The one-line summary. A call is *stopped* when it was denied, or asked about and
+    /// not approved.
     pub fn summary(&self) -> String {
         format!(
-            "{} sessions, {} calls: {} advisories, {} asks, {} calls stopped; {} sessions gated, {} calls saved",
-            self.sessions, self.calls, self.advisories, self.asks, self.stopped, self.gated, self.saved
+            "{}, {}: {}, {}, {} stopped; {} gated, {} saved",
+            count(self.sessions, "session", "sessions"),
+            count(self.calls, "call", "calls"),
+            count(self.advisories, "advisory", "advisories"),
+            count(self.asks, "ask", "asks"),
+            count(self.stopped, "call", "calls"),
+            count(self.gated, "session", "sessions"),
+            count(self.saved, "call", "calls"),
         )
     }
 
@@ -157,9 +169,14 @@ impl Totals {
         let unknown = self
             .stopped
             .saturating_sub(self.waste + self.new_information);
+        let verb = |n: u64, one: &'static str, many: &'static str| if n == 1 { one } else { many };
         format!(
-            "Of the calls stopped, {} were waste (the recorded run got the same output as the last identical call), {} would have brought new information, {} have no recorded output.",
-            self.waste, self.new_information, unknown
+            "Of the calls stopped, {} {} waste (the recorded run got the same output as the last identical call), {} would have brought new information, {} {} no recorded output.",
+            self.waste,
+            verb(self.waste, "was", "were"),
+            self.new_information,
+            unknown,
+            verb(unknown, "has", "have")
         )
     }
 }

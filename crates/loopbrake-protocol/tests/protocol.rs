@@ -338,7 +338,7 @@ fn the_trajectory_importer_replays_and_the_report_counts() {
     assert_eq!((s.waste, s.new_information), (1, 14));
     assert_eq!(report.totals().stopped, 15);
     let text = report.text();
-    assert!(text.contains("1 sessions gated, 37 calls saved"), "{text}");
+    assert!(text.contains("1 session gated, 37 calls saved"), "{text}");
     let html = report.html();
     assert!(html.contains("<svg class=\"timeline\"") && html.contains("id=\"histogram\""));
     assert!(

@@ -140,16 +140,12 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
             }
             "url" => {
                 let u = val.as_str().unwrap_or("");
-                if !(u.starts_with("redis://")
-                    || u.starts_with("rediss://")
-                    || u.starts_with("redis+unix://")
-                    || u.starts_with("unix://"))
-                {
+                if let Err(rule) = check_redis_url(u) {
                     // Never echo the value: a URL can carry a password.
                     return Err(ConfigError {
                         key: "store.url".into(),
                         value: "(not shown)".into(),
-                        rule: "must be a redis:// or rediss:// URL".into(),
+                        rule: rule.into(),
                     });
                 }
                 s.url = u.to_string();
@@ -184,7 +180,79 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
     Ok(s)
 }
 
+/// Whether `u` is a Redis URL the client can use: `redis://` or `rediss://` with a host and
+/// an optional numeric database, or `redis+unix://` / `unix://` with a socket path.
+fn check_redis_url(u: &str) -> Result<(), &'static str> {
+    const RULE: &str = "must be a redis:// or rediss:// URL with a host (and optionally a port and a database number), or a redis+unix:// socket path";
+    let parsed = url::Url::parse(u).map_err(|_| RULE)?;
+    match parsed.scheme() {
+        "redis" | "rediss" => {
+            if parsed.host_str().is_none_or(str::is_empty) {
+                return Err(RULE);
+            }
+            let db = parsed.path().trim_start_matches('/');
+            if !db.is_empty() && db.parse::<u32>().is_err() {
+                return Err(
+                    "must name a numeric database after the host (redis://host:6379/0), if any",
+                );
+            }
+            Ok(())
+        }
+        "redis+unix" | "unix" if !parsed.path().is_empty() => Ok(()),
+        _ => Err(RULE),
+    }
+}
+
+/// A Redis URL as it may be shown: any password (and user name) replaced.
+pub fn shown_url(u: &str) -> String {
+    match url::Url::parse(u) {
+        Ok(mut parsed) => {
+            if !parsed.username().is_empty() {
+                let _ = parsed.set_username("hidden");
+            }
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("hidden"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(not shown)".to_string(),
+    }
+}
+
 impl StoreSettings {
+    /// The `[store]` table as TOML, every key written out, credentials hidden.
+    pub fn to_toml(&self) -> String {
+        let d = |d: std::time::Duration| {
+            toml::Value::String(humantime::format_duration(d).to_string()).to_string()
+        };
+        let s = |v: &str| toml::Value::String(v.to_string()).to_string();
+        let mut out = String::from("[store]\n");
+        match self.kind {
+            Some(k) => {
+                let name = match k {
+                    StoreKind::Memory => "memory",
+                    StoreKind::Sqlite => "sqlite",
+                    StoreKind::Redis => "redis",
+                };
+                out.push_str(&format!("kind = {}\n", s(name)));
+            }
+            None => out.push_str(
+                "# kind: unset (hooks and sessions use sqlite, replay and serve memory)\n",
+            ),
+        }
+        if let Some(p) = &self.path {
+            out.push_str(&format!("path = {}\n", s(&p.display().to_string())));
+        }
+        out.push_str(&format!("idle_ttl = {}\n", d(self.idle_ttl)));
+        out.push_str(&format!("lock_timeout = {}\n", d(self.lock_timeout)));
+        out.push_str(&format!("fail_closed = {}\n", self.fail_closed));
+        out.push_str(&format!("url = {}\n", s(&shown_url(&self.url))));
+        out.push_str(&format!("key_prefix = {}\n", s(&self.key_prefix)));
+        out.push_str(&format!("connect_timeout = {}\n", d(self.connect_timeout)));
+        out.push_str(&format!("command_timeout = {}\n", d(self.command_timeout)));
+        out
+    }
+
     /// The SQLite file: `$LOOPBRAKE_STATE`, else `[store] path`, else
     /// `$XDG_STATE_HOME/loopbrake/state.db` (or `~/.local/state/loopbrake/state.db`).
     pub fn sqlite_path(&self, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {

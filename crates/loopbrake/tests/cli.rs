@@ -108,7 +108,7 @@ fn the_quick_start_catches_the_bundled_loop_and_spares_the_struggle() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("2 sessions, 73 calls: 1 advisories, 2 asks, 3 calls stopped; 1 sessions gated, 3 calls saved"),
+        text.contains("2 sessions, 73 calls: 1 advisory, 2 asks, 3 calls stopped; 1 session gated, 3 calls saved"),
         "{text}"
     );
     assert!(
@@ -153,10 +153,10 @@ fn seed_mode_stops_the_struggle_the_progress_signal_spares() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("1 sessions gated, 37 calls saved"), "{text}");
+    assert!(text.contains("1 session gated, 37 calls saved"), "{text}");
     // Most of what the seeds' rules stop here was new information.
     assert!(
-        text.contains("Of the calls stopped, 1 were waste (the recorded run got the same output as the last identical call), 14 would have brought new information"),
+        text.contains("Of the calls stopped, 1 was waste (the recorded run got the same output as the last identical call), 14 would have brought new information"),
         "{text}"
     );
 }
@@ -331,9 +331,12 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
             .stderr,
     )
     .unwrap();
-    assert!(
-        err.contains("streak.max_repeats = 2.5: must be a whole number >= 1"),
-        "{err}"
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "loopbrake: {}, line 2: `streak.max_repeats = 2.5` is not valid: it must be a whole number from 1 to 4294967295.",
+            f.display()
+        )
     );
 
     let out = bin()
@@ -345,6 +348,104 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
     assert!(String::from_utf8(out.stderr)
         .unwrap()
         .contains("LOOPBRAKE_MAX_REPEATS"));
+}
+
+#[test]
+fn config_check_prints_every_section_with_credentials_hidden() {
+    let dir = tmpdir("cli", "store-section");
+    let f = dir.join("redis.toml");
+    std::fs::write(
+        &f,
+        "[store]\nkind = \"redis\"\nurl = \"redis://ops:s3cret-pw@127.0.0.1:6379/2\"\nfail_closed = true\n",
+    )
+    .unwrap();
+    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for section in ["[streak]", "[breaker]", "[protocol]", "[store]"] {
+        assert!(
+            text.contains(&format!("\n{section}\n")),
+            "{section}: {text}"
+        );
+    }
+    assert!(text.contains("kind = \"redis\"\n") && text.contains("fail_closed = true\n"));
+    assert!(
+        text.contains("url = \"redis://hidden:hidden@127.0.0.1:6379/2\""),
+        "{text}"
+    );
+    assert!(
+        !text.contains("s3cret-pw") && !text.contains("ops"),
+        "{text}"
+    );
+    // What it prints is itself a valid configuration.
+    let printed = dir.join("printed.toml");
+    std::fs::write(
+        &printed,
+        text.lines().skip(1).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    assert!(bin()
+        .args(["config", "check"])
+        .arg(&printed)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    // Redis URLs the client cannot use are refused at load, never echoed.
+    for bad in [
+        "redis://[::1/0",
+        "redis://127.0.0.1:6379/notadb",
+        "http://127.0.0.1:6379",
+        "redis://:pw@/",
+    ] {
+        std::fs::write(&f, format!("[store]\nurl = \"{bad}\"\n")).unwrap();
+        let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("`store.url = (not shown)` is not valid"),
+            "{bad}: {err}"
+        );
+        assert!(!err.contains(bad), "{err}");
+    }
+}
+
+#[test]
+fn replay_of_a_recorded_run_without_from_names_the_format() {
+    let out = bin()
+        .arg("replay")
+        .arg(repo().join("examples/django-11265.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("django-11265.jsonl looks like a recorded run in the trajectory format, not protocol events: run `loopbrake replay --from trajectory` on it"),
+        "{err}"
+    );
+    // Protocol events are still replayed as they are.
+    let out = bin()
+        .arg("replay")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(
+                b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("\"verdict\":\"allow\""));
 }
 
 #[test]

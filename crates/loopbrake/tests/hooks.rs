@@ -364,9 +364,31 @@ fn sessions_lists_and_resets() {
     let keys: Vec<&str> = list.iter().map(|s| s["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["alpha", "beta"]);
     assert_eq!(list[0]["streak"], 2);
+    assert_eq!(list[0]["stopped"], 0);
+    // The third identical call is refused by the streak brake: the listing counts it.
+    let c = spawn_hook(&dir, &pre("alpha", "t9", "git status"), None);
+    assert!(String::from_utf8(c.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .contains("\"deny\""));
+    assert_eq!(sessions_json(&dir, None)[0]["stopped"], 1);
     let out = bin(&dir).args(["sessions"]).output().unwrap();
     let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.contains("2 session(s) in sqlite"), "{table}");
+    assert!(table.contains("# 2 sessions in sqlite"), "{table}");
+    let header = table.lines().nth(1).unwrap();
+    for column in [
+        "window",
+        "top count",
+        "in a row",
+        "failing",
+        "exempted",
+        "declined",
+        "stopped",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let alpha = table.lines().find(|l| l.starts_with("alpha")).unwrap();
+    assert!(alpha.trim_end().ends_with(" 1"), "{alpha}");
+    assert!(table.contains("stopped: calls denied by either engine, or asked and not approved"));
     let out = bin(&dir)
         .args(["sessions", "reset", "alpha"])
         .output()

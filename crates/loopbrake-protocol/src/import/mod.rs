@@ -77,6 +77,41 @@ pub fn by_name(name: &str, source: &str) -> Option<Box<dyn Importer>> {
 /// Names accepted by [`by_name`].
 pub const FORMATS: &[&str] = &["trajectory", "claude-code", "codex"];
 
+/// The importer format a line of a recorded run is in, when it is one (a JSON object
+/// that is not a protocol event): so `replay` without `--from` can say which to use.
+///
+/// ```
+/// use loopbrake_protocol::import::detect;
+/// assert_eq!(detect(br#"{"session": "s", "seq": 0, "tool": "bash", "args": {}}"#), Some("trajectory"));
+/// assert_eq!(detect(br#"{"type": "assistant", "sessionId": "x", "message": {}}"#), Some("claude-code"));
+/// assert_eq!(detect(br#"{"type": "session_meta", "payload": {"id": "x"}}"#), Some("codex"));
+/// assert_eq!(detect(br#"{"event": "call", "session": "s", "id": "1", "tool": "t"}"#), None);
+/// ```
+pub fn detect(line: &[u8]) -> Option<&'static str> {
+    let v: serde_json::Map<String, Value> = serde_json::from_slice(line).ok()?;
+    if v.contains_key("event") {
+        return None;
+    }
+    let kind = v.get("type").and_then(Value::as_str);
+    if v.contains_key("session") && v.contains_key("tool") && v.contains_key("seq") {
+        Some("trajectory")
+    } else if v.contains_key("payload")
+        && matches!(
+            kind,
+            Some("session_meta" | "response_item" | "event_msg" | "turn_context")
+        )
+    {
+        Some("codex")
+    } else if v.contains_key("sessionId")
+        || (matches!(kind, Some("user" | "assistant" | "summary" | "system"))
+            && (v.contains_key("message") || v.contains_key("uuid")))
+    {
+        Some("claude-code")
+    } else {
+        None
+    }
+}
+
 fn parse_line(line: &[u8], w: &mut Warnings) -> Option<serde_json::Map<String, Value>> {
     let text = match std::str::from_utf8(line) {
         Ok(t) => t.trim(),

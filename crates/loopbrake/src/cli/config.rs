@@ -13,6 +13,7 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
         "\n[protocol]\nmax_line_bytes = {}",
         s.protocol.max_line_bytes
     );
+    print!("\n{}", s.store.to_toml());
     Ok(ExitCode::SUCCESS)
 }
 

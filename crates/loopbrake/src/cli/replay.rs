@@ -31,6 +31,14 @@ fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
     }
 }
 
+/// The importer format of the input's first line, when it is a recorded run rather than
+/// protocol events (peeked from the buffer; nothing is consumed).
+fn recorded_format(input: &mut Box<dyn BufRead>) -> Option<&'static str> {
+    let buf = input.fill_buf().ok()?;
+    let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+    import::detect(&buf[..end])
+}
+
 struct ReportSink<'a> {
     report: &'a mut Report,
 }
@@ -73,7 +81,16 @@ pub fn replay(
     let mut lines = LineWriter::new(io::BufWriter::new(stdout.lock()), false);
     let mut skipped = import::Warnings::default();
     for path in &inputs {
-        let input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if from.is_none() {
+            if let Some(format) = recorded_format(&mut input) {
+                return Err(format!(
+                    "{} looks like a recorded run in the {format} format, not protocol events: run `loopbrake replay --from {format}` on it",
+                    path.display()
+                )
+                .into());
+            }
+        }
         let mut importer: Option<Box<dyn Importer>> =
             from.and_then(|f| import::by_name(f, &path.display().to_string()));
         let result = if want_report || html.is_some() {
@@ -117,16 +134,7 @@ pub fn replay(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !want_report {
             let t = report.totals();
-            eprintln!(
-                "loopbrake: wrote {} ({} sessions, {} calls, {} gated, {} calls saved, {} stopped calls were waste, {} new information)",
-                path.display(),
-                t.sessions,
-                t.calls,
-                t.gated,
-                t.saved,
-                t.waste,
-                t.new_information
-            );
+            eprintln!("loopbrake: wrote {}: {}", path.display(), t.summary());
         }
     }
     io::stdout().flush()?;

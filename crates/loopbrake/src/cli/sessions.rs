@@ -24,6 +24,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
                 "failure_streaks": b.failure_streaks,
                 "exemptions": b.exemptions,
                 "refusals": b.refusals,
+                "stopped": info.state.stopped(),
                 "pending_asks": b.pending_asks,
             })
         })
@@ -32,20 +33,26 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("# {} session(s) in {}", rows.len(), store.describe());
+    let n = rows.len();
+    println!(
+        "# {n} {} in {}",
+        if n == 1 { "session" } else { "sessions" },
+        store.describe()
+    );
     if rows.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<48} {:<20} {:>6} {:>5} {:>6} {:<22} {:>6} {:>7}",
+        "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
         "session",
         "last activity",
         "window",
-        "max",
-        "streak",
-        "failure streaks",
-        "exempt",
-        "refused"
+        "top count",
+        "in a row",
+        "failing",
+        "exempted",
+        "declined",
+        "stopped"
     );
     for r in &rows {
         let fails: Vec<String> = r["failure_streaks"]
@@ -61,7 +68,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
             key.to_string()
         };
         println!(
-            "{:<48} {:<20} {:>6} {:>5} {:>6} {:<22} {:>6} {:>7}",
+            "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
             key,
             r["last_activity"].as_str().unwrap_or(""),
             r["window_records"].to_string(),
@@ -73,9 +80,16 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
                 fails.join(" ")
             },
             r["exemptions"].to_string(),
-            r["refusals"].to_string()
+            r["refusals"].to_string(),
+            r["stopped"].to_string()
         );
     }
+    println!(
+        "\nwindow: calls counted in the breaker's window; top count: most occurrences of one \
+         fingerprint in it; in a row: the current run of identical calls; failing: failure \
+         streaks (kind×count); exempted / declined: fingerprints the operator approved / \
+         declined this turn; stopped: calls denied by either engine, or asked and not approved."
+    );
     Ok(ExitCode::SUCCESS)
 }
 
