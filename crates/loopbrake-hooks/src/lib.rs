@@ -329,11 +329,28 @@ pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
     o
 }
 
+/// Opens a file the payload names, for reading, only if it is a regular file. Never blocks:
+/// a FIFO, a socket or a device in its place is refused (opened without waiting for a
+/// writer, then checked on the open handle, so a swap between check and open cannot hang
+/// the hook).
+pub fn open_regular(path: &std::path::Path) -> Option<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let f = opts.open(path).ok()?;
+    f.metadata().ok().filter(|m| m.is_file())?;
+    Some(f)
+}
+
 /// Reads the tail of a Codex rollout file for the output of call `id` and returns its exit
 /// code. Bounded: at most the last 4 MiB are read. Best effort: `None` when not found.
 pub fn codex_exit_code(path: &std::path::Path, id: &str) -> Option<i64> {
     const TAIL: u64 = 4 << 20;
-    let mut f = std::fs::File::open(path).ok()?;
+    let mut f = open_regular(path)?;
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
     let mut buf = Vec::new();

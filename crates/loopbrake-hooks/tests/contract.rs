@@ -430,3 +430,51 @@ fn claude_outputs_reach_the_progress_signal() {
         "{third}"
     );
 }
+
+/// A payload naming a FIFO (or a device) as its transcript never hangs the hook: only
+/// regular files are read.
+#[test]
+fn a_transcript_path_that_is_not_a_regular_file_never_blocks() {
+    let dir = std::env::temp_dir().join(format!("lb-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("rollout.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for path in [
+        fifo.clone(),
+        std::path::PathBuf::from("/dev/zero"),
+        dir.clone(),
+    ] {
+        let payload = json!({
+            "session_id": "fifo", "hook_event_name": "PostToolUse", "tool_name": "shell",
+            "tool_input": {"command": ["bash", "-lc", "false"]},
+            "tool_response": "failing\n", "tool_use_id": "call_F1",
+            "transcript_path": path,
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let e = engine("");
+            let store = MemoryStore::new();
+            // The call first, then its outcome.
+            let pre = json!({"session_id": "fifo", "hook_event_name": "PreToolUse", "tool_name": "shell",
+                "tool_input": {"command": ["bash", "-lc", "false"]}, "tool_use_id": "call_F1"});
+            run(Dialect::Codex, &e, &store, &pre);
+            let _ = tx.send(outcome_of(Dialect::Codex, "PostToolUse", &payload).exit_code);
+            run(Dialect::Codex, &e, &store, &payload);
+            let _ = tx.send(None);
+        });
+        let first = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(
+            first,
+            Ok(None),
+            "{}: the hook hung or read it",
+            path.display()
+        );
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

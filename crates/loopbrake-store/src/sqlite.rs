@@ -76,8 +76,12 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| err(e.to_string()))?;
-        conn.busy_timeout(opts.lock_timeout)
-            .map_err(|e| err(e.to_string()))?;
+        // SQLite counts the busy timeout in 32-bit milliseconds: clamp, never overflow.
+        conn.busy_timeout(
+            opts.lock_timeout
+                .min(Duration::from_millis(i32::MAX as u64)),
+        )
+        .map_err(|e| err(e.to_string()))?;
         // Hook processes open and close the file once per tool call. Checkpointing the WAL
         // into the database on every close costs fsyncs and recreating the WAL file: leave
         // it to SQLite's automatic checkpoints during writes instead. (Durability is the

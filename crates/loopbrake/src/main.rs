@@ -10,8 +10,11 @@ fn main() -> ExitCode {
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,
+        // The reader of our output went away: nothing left to say, and nothing failed.
+        Err(e) if cli::is_closed_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("loopbrake: {e}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "loopbrake: {e}");
             ExitCode::from(2)
         }
     }

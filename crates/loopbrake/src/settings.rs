@@ -86,24 +86,31 @@ fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
     }
 }
 
+/// A duration from `min` to `max`: the range the code that uses it can hold (a SQLite busy
+/// timeout is a 32-bit count of milliseconds; a socket timeout of days is a hang).
 fn duration(
     key: &str,
     v: &toml::Value,
     min: std::time::Duration,
+    max: std::time::Duration,
 ) -> Result<std::time::Duration, ConfigError> {
     let rule = format!(
-        "must be a duration such as \"7d\", \"12h\", \"30s\" or \"500ms\", at least {}",
-        humantime::format_duration(min)
+        "must be a duration such as \"7d\", \"12h\", \"30s\" or \"500ms\", from {} to {}",
+        humantime::format_duration(min),
+        humantime::format_duration(max)
     );
     let d = v
         .as_str()
         .and_then(|s| humantime::parse_duration(s.trim()).ok())
         .ok_or_else(|| store_err(key, v, &rule))?;
-    if d < min {
+    if d < min || d > max {
         return Err(store_err(key, v, &rule));
     }
     Ok(d)
 }
+
+const MS: std::time::Duration = std::time::Duration::from_millis(1);
+const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
     let mut s = StoreSettings::default();
@@ -134,10 +141,10 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
                         .ok_or_else(|| store_err(k, val, "must be a non-empty path"))?,
                 ))
             }
-            "idle_ttl" => s.idle_ttl = duration(k, val, std::time::Duration::from_secs(1))?,
-            "lock_timeout" => {
-                s.lock_timeout = duration(k, val, std::time::Duration::from_millis(1))?
+            "idle_ttl" => {
+                s.idle_ttl = duration(k, val, std::time::Duration::from_secs(1), 3650 * DAY)?
             }
+            "lock_timeout" => s.lock_timeout = duration(k, val, MS, DAY)?,
             "url" => {
                 let u = val.as_str().unwrap_or("");
                 if let Err(rule) = check_redis_url(u) {
@@ -163,12 +170,8 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
                     })?
                     .to_string()
             }
-            "connect_timeout" => {
-                s.connect_timeout = duration(k, val, std::time::Duration::from_millis(1))?
-            }
-            "command_timeout" => {
-                s.command_timeout = duration(k, val, std::time::Duration::from_millis(1))?
-            }
+            "connect_timeout" => s.connect_timeout = duration(k, val, MS, DAY)?,
+            "command_timeout" => s.command_timeout = duration(k, val, MS, DAY)?,
             "fail_closed" => {
                 s.fail_closed = val
                     .as_bool()

@@ -585,3 +585,40 @@ fn the_streak_example_refuses_the_third_call() {
         (3, 3, "search", "s")
     );
 }
+
+/// A reader that goes away (`loopbrake sessions | head -1`) ends the command quietly: no
+/// panic, no claim of a read error, exit 0.
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let dir = tmpdir("cli", "closed-pipe");
+    let corpus = repo().join("examples/trajectories/calls.jsonl.gz");
+    let corpus = corpus.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["config", "default"],
+        vec!["config", "check"],
+        vec!["sessions"],
+        vec!["sessions", "--json"],
+        vec!["explain", "bash", "{\"command\":\"ls\"}"],
+        vec!["replay", "--from", "trajectory", corpus],
+        vec!["replay", "--from", "trajectory", "--report", corpus],
+    ];
+    for args in cases {
+        let mut child = bin()
+            .args(&args)
+            .env("LOOPBRAKE_STATE", dir.join("state.db"))
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("read"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}

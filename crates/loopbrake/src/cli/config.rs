@@ -7,17 +7,17 @@ use std::process::ExitCode;
 
 pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(path)?;
-    println!("# ok: configuration from {}", s.source);
-    print!("{}", s.engine.to_toml());
-    println!(
+    outln!("# ok: configuration from {}", s.source);
+    out!("{}", s.engine.to_toml());
+    outln!(
         "\n[protocol]\nmax_line_bytes = {}",
         s.protocol.max_line_bytes
     );
-    print!("\n{}", s.store.to_toml());
+    out!("\n{}", s.store.to_toml());
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn default() -> Result<ExitCode, CliError> {
-    print!("{}", settings::DEFAULT_FILE);
+    out!("{}", settings::DEFAULT_FILE);
     Ok(ExitCode::SUCCESS)
 }

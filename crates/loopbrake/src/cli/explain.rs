@@ -49,23 +49,23 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
     let args = read_args(raw_args)?;
     let canonical = canonical_json(&args)?;
     let hash = call_hash(tool, &args)?;
-    println!("tool:       {tool}");
-    println!("canonical:  {canonical}");
-    println!("hash:       {hash}");
-    println!("prefix:     {}", hash_prefix(&hash));
+    outln!("tool:       {tool}");
+    outln!("canonical:  {canonical}");
+    outln!("hash:       {hash}");
+    outln!("prefix:     {}", hash_prefix(&hash));
     let b = &cfg.breaker;
     if !b.enabled() {
-        println!("breaker:    off (breaker.enabled = false)");
+        outln!("breaker:    off (breaker.enabled = false)");
         return Ok(ExitCode::SUCCESS);
     }
     if !b.tracks(tool) {
-        println!("breaker:    not tracked (breaker.include / breaker.exclude)");
+        outln!("breaker:    not tracked (breaker.include / breaker.exclude)");
         return Ok(ExitCode::SUCCESS);
     }
     let set = fingerprints(b, tool, &args)?;
-    println!("class:      {} tool", set.class);
+    outln!("class:      {} tool", set.class);
     let mutating = b.tools().is_mutating(tool, &args);
-    println!(
+    outln!(
         "mutating:   {}",
         match (mutating, b.progress()) {
             (true, true) => "yes: when it succeeds, failing fingerprints count from 1 again",
@@ -74,16 +74,16 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
         }
     );
     if !set.stripped.is_empty() {
-        println!("decoys:     stripped {}", set.stripped.join(", "));
+        outln!("decoys:     stripped {}", set.stripped.join(", "));
     }
     if set.relaxed {
-        println!(
+        outln!(
             "local:      every URL is local and local_hosts = \"allow\": no target fingerprints"
         );
     } else if set.local {
-        println!("local:      every URL is local (host: only with include_local = true)");
+        outln!("local:      every URL is local (host: only with include_local = true)");
     }
-    println!("fingerprints:");
+    outln!("fingerprints:");
     let width = set
         .fps
         .iter()
@@ -96,7 +96,7 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
             .limit
             .map(|l| format!("gate at {l}"))
             .unwrap_or_else(|| "off (not counted)".into());
-        println!("  {:<width$}  {:<6} {limit}", f.text, f.kind.as_str());
+        outln!("  {:<width$}  {:<6} {limit}", f.text, f.kind.as_str());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -90,7 +90,7 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
     }
     if !reply.warnings.is_empty() {
         for w in &reply.warnings {
-            eprintln!("loopbrake: {w}");
+            warn!("loopbrake: {w}");
         }
         log(&log_path, dialect, &reply.warnings);
     }
@@ -260,7 +260,7 @@ pub fn init(
     }
     .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
     if changes.is_empty() {
-        println!(
+        outln!(
             "{}: already {} — nothing to change.",
             path.display(),
             if remove {
@@ -278,14 +278,14 @@ pub fn init(
             let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
             std::fs::write(&backup, text)
                 .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
-            println!("Backup of the previous file: {}", backup.display());
+            outln!("Backup of the previous file: {}", backup.display());
         }
         let tmp = PathBuf::from(format!("{}.loopbrake-tmp", path.display()));
         let body = serde_json::to_string_pretty(&settings)? + "\n";
         std::fs::write(&tmp, body).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path)
             .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
-        println!(
+        outln!(
             "{} loopbrake's hooks {} {} ({}).",
             if remove { "Removed" } else { "Installed" },
             if remove { "from" } else { "into" },
@@ -293,6 +293,6 @@ pub fn init(
             changes.events.join(", ")
         );
     }
-    println!("{}", serde_json::to_string_pretty(&settings)?);
+    outln!("{}", serde_json::to_string_pretty(&settings)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,31 @@
 //! Command-line surface: one module per subcommand.
+//!
+//! Commands print through [`outln!`] and [`out!`], which return the write error instead of
+//! panicking: `loopbrake sessions | head -1` ends quietly when the reader goes away.
+
+/// `println!` that returns the error (a closed pipe) from the enclosing function.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+/// `print!` that returns the error (a closed pipe) from the enclosing function.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+/// `eprintln!` that never panics (a closed stderr is ignored).
+macro_rules! warn {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
 
 mod config;
 mod explain;
@@ -148,6 +175,22 @@ enum ConfigCommand {
     },
     /// Print a commented configuration file holding the defaults.
     Default,
+}
+
+/// Whether an error is the reader of our output going away (a closed pipe): not a failure
+/// of the command, so it ends quietly.
+pub fn is_closed_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Errors reported to the user with exit code 2.

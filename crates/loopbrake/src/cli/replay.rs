@@ -113,10 +113,17 @@ pub fn replay(
                 &mut lines,
             )
         };
-        result.map_err(|e| format!("while reading {}: {e}", path.display()))?;
+        result.map_err(|e| -> CliError {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                // Our reader went away (`replay … | head`): not a read error.
+                e.into()
+            } else {
+                format!("while reading {}: {e}", path.display()).into()
+            }
+        })?;
         if let Some(imp) = &importer {
             if imp.warnings().total() > 0 {
-                eprintln!("loopbrake: {}: skipped {}", path.display(), imp.warnings());
+                warn!("loopbrake: {}: skipped {}", path.display(), imp.warnings());
                 skipped.merge(imp.warnings());
             }
         }
@@ -124,9 +131,9 @@ pub fn replay(
     lines.flush()?;
     drop(lines);
     if want_report {
-        print!("{}", report.text());
+        out!("{}", report.text());
         if skipped.total() > 0 {
-            println!("\nSkipped input: {skipped}");
+            outln!("\nSkipped input: {skipped}");
         }
     }
     if let Some(path) = html {
@@ -134,7 +141,7 @@ pub fn replay(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !want_report {
             let t = report.totals();
-            eprintln!("loopbrake: wrote {}: {}", path.display(), t.summary());
+            warn!("loopbrake: wrote {}: {}", path.display(), t.summary());
         }
     }
     io::stdout().flush()?;

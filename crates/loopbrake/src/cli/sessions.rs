@@ -30,11 +30,11 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
         })
         .collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let n = rows.len();
-    println!(
+    outln!(
         "# {n} {} in {}",
         if n == 1 { "session" } else { "sessions" },
         store.describe()
@@ -42,7 +42,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     if rows.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
         "session",
         "last activity",
@@ -67,7 +67,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
         } else {
             key.to_string()
         };
-        println!(
+        outln!(
             "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
             key,
             r["last_activity"].as_str().unwrap_or(""),
@@ -84,7 +84,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
             r["stopped"].to_string()
         );
     }
-    println!(
+    outln!(
         "\nwindow: calls counted in the breaker's window; top count: most occurrences of one \
          fingerprint in it; in a row: the current run of identical calls; failing: failure \
          streaks (kind×count); exempted / declined: fingerprints the operator approved / \
@@ -101,10 +101,10 @@ pub fn reset(config: Option<&Path>, key: &str) -> Result<ExitCode, CliError> {
         removed |= store.remove(&k)?;
     }
     if removed {
-        println!("Session {key} reset.");
+        outln!("Session {key} reset.");
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        warn!(
             "loopbrake: no stored session {key:?} in {}",
             store.describe()
         );
