@@ -14,6 +14,12 @@ use std::time::Duration;
 const SCHEMA: i64 = 1;
 /// How often (at most) idle sessions are swept, in milliseconds.
 const SWEEP_EVERY_MS: i64 = 10 * 60 * 1000;
+/// A write-ahead log larger than this is checkpointed into the database and truncated by
+/// the next process that opens the file. Short-lived hook processes never close the log
+/// with a checkpoint (that costs fsyncs on every call), and SQLite's automatic checkpoints
+/// do not shrink the file, so without this it grows with every decision (and every opener
+/// re-reads all of it).
+const WAL_LIMIT_BYTES: u64 = 4 << 20;
 
 /// Options of the embedded store.
 #[derive(Debug, Clone)]
@@ -105,6 +111,7 @@ impl SqliteStore {
             }
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| err(e.to_string()))?;
+            bound_wal(&conn, path);
             return Ok(SqliteStore {
                 path: path.to_path_buf(),
                 conn: Mutex::new(conn),
@@ -196,6 +203,18 @@ impl SqliteStore {
     }
 }
 
+/// Checkpoints and truncates the write-ahead log when it has grown past
+/// [`WAL_LIMIT_BYTES`] (one `stat` otherwise). Best effort: a busy log is left for the next
+/// opener.
+fn bound_wal(conn: &Connection, path: &Path) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_LIMIT_BYTES);
+    if big {
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+}
+
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
@@ -213,15 +232,30 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
+/// Creates the state file owner-only, and tightens an existing file (or directory) that
+/// others can read: session state names tools, hosts and commands.
 #[cfg(unix)]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
-        .map(|_| ())
+        .open(path)?;
+    let meta = f.metadata()?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    for side in ["-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(side);
+        if let Ok(m) = std::fs::metadata(&p) {
+            if m.permissions().mode() & 0o077 != 0 {
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(not(unix))]

@@ -418,3 +418,41 @@ fn sessions_lists_and_resets() {
         );
     }
 }
+
+/// Hundreds of hook processes in one session keep the write-ahead log bounded (it used to
+/// grow with every decision, and every opener re-read all of it), and a state file created
+/// readable by others is tightened to owner-only.
+#[test]
+fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
+    let dir = tmpdir("hooks", "wal");
+    let state = dir.join("state/state.db");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    std::fs::write(&state, b"").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for i in 0..400 {
+        let cmd = format!("echo {}", i % 40);
+        for payload in [
+            pre("long", &format!("t{i}"), &cmd),
+            json!({"session_id": "long", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": cmd}, "tool_response": {"stdout": format!("{i}")},
+                   "tool_use_id": format!("t{i}")}),
+        ] {
+            let out = spawn_hook(&dir, &payload, None).wait_with_output().unwrap();
+            assert!(out.status.success());
+        }
+    }
+    let wal = std::fs::metadata(dir.join("state/state.db-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(wal <= 5 << 20, "the WAL grew to {wal} bytes");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
