@@ -303,7 +303,7 @@ mod tests {
                 .max_repeats(),
             5
         );
-        for bad in ["3.5", "0", "many", "-2", ""] {
+        for bad in ["3.5", "0", "many", "-2", "", " 3", "3\n", "4294967296"] {
             let env = |k: &str| (k == "LOOPBRAKE_MAX_REPEATS").then(|| bad.to_string());
             let e = Config::from_toml_str("", &env).unwrap_err();
             assert_eq!(e.key, "LOOPBRAKE_MAX_REPEATS", "{bad}");

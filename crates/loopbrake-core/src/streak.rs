@@ -148,13 +148,12 @@ impl StreakConfig {
         if !have_max {
             for var in ENV_VARS {
                 if let Some(raw) = env(var) {
-                    let trimmed = raw.trim();
-                    let parsed =
-                        if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
-                            trimmed.parse::<i64>().ok()
-                        } else {
-                            None
-                        };
+                    // Digits only, as documented: " 3" or "3\n" is a mistake worth naming.
+                    let parsed = if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
+                        raw.parse::<i64>().ok()
+                    } else {
+                        None
+                    };
                     cfg.max_repeats = validate_max_repeats(var, &format!("{raw:?}"), parsed)?;
                     break;
                 }

@@ -99,11 +99,15 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
         .map_err(|_| "the hook payload is not valid UTF-8".to_string())
         .and_then(|t| {
             serde_json::from_str(t).map_err(|e| {
-                format!(
-                    "the hook payload is not JSON (line {}, column {})",
-                    e.line(),
-                    e.column()
-                )
+                if e.to_string().starts_with("recursion limit exceeded") {
+                    "the hook payload nests deeper than 128 levels".to_string()
+                } else {
+                    format!(
+                        "the hook payload is not JSON (line {}, column {})",
+                        e.line(),
+                        e.column()
+                    )
+                }
             })
         });
     let event = payload
@@ -121,13 +125,33 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
     if let Ok(store) = &ctx.store {
         reply.warnings.extend(store.take_warnings());
     }
+    answer(reply, &event, result, ctx)
+}
+
+/// The answer to a payload that could not be read at all (larger than [`MAX_PAYLOAD`],
+/// or stdin failed): the failure policy applies, and the warning says why.
+pub fn handle_unreadable(reason: &str, ctx: &Context<'_>) -> Reply {
+    answer(
+        Reply::default(),
+        "",
+        Err(HookError::Payload(reason.to_string())),
+        ctx,
+    )
+}
+
+fn answer(
+    mut reply: Reply,
+    event: &str,
+    result: Result<Option<String>, HookError>,
+    ctx: &Context<'_>,
+) -> Reply {
     match result {
         Ok(stdout) => reply.stdout = stdout,
         Err(e) => {
             let what = if event.is_empty() {
                 "a hook event".to_string()
             } else {
-                event.clone()
+                event.to_string()
             };
             reply.warnings.push(format!("could not handle {what}: {e}"));
             // Fail closed only where there is something to refuse, and only when asked.

@@ -250,6 +250,16 @@ impl Processor {
         };
         let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                return self.error(
+                    line_no,
+                    &format!(
+                        "the line nests deeper than {} levels (at column {})",
+                        loopbrake_core::canonical::MAX_DEPTH,
+                        e.column()
+                    ),
+                )
+            }
             Err(e) => {
                 return self.error(
                     line_no,

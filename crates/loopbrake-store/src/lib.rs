@@ -120,6 +120,28 @@ pub(crate) fn decode_or_warn(
     })
 }
 
+/// A listed session's state, or `None` (with a warning saying how to reset it) when its
+/// stored bytes cannot be read: one bad row never hides the others.
+pub(crate) fn decode_listed(
+    key: &str,
+    bytes: &[u8],
+    store: &str,
+    warnings: &std::sync::Mutex<Vec<String>>,
+) -> Option<SessionState> {
+    match serde_json::from_slice(bytes) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!(
+                    "{store}: session {key:?} has a stored state that cannot be read ({e}); it is left out of the list. `loopbrake sessions reset {key}` forgets it."
+                ));
+            None
+        }
+    }
+}
+
 /// A session's key followed by the keys of its stored sub-agent sessions (a sub-agent's
 /// key has no sub-agents of its own).
 pub fn with_sub_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, StoreError> {

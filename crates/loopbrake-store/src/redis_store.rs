@@ -264,10 +264,15 @@ impl Store for RedisStore {
             };
             // The TTL is reset on every write: last activity = now - (ttl - remaining).
             let idle = ttl.saturating_sub(pttl.max(0) as u64);
+            let Some(state) =
+                crate::decode_listed(session, &bytes, &self.describe(), &self.warnings)
+            else {
+                continue;
+            };
             out.push(SessionInfo {
                 key: session.to_string(),
                 last_activity_ms: now.saturating_sub(idle),
-                state: self.decode(&bytes),
+                state,
             });
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));

@@ -332,7 +332,10 @@ impl Store for SqliteStore {
 
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let cutoff = now_ms().saturating_sub(self.ttl_ms());
-        let rows: Vec<(String, Vec<u8>, i64)> = {
+        use rusqlite::types::Value as Sql;
+        // Read every column as whatever it holds: a row someone wrote by hand (a text
+        // state, a blob key) is reported and skipped, not fatal to the whole listing.
+        let rows: Vec<(Sql, Sql, Sql)> = {
             let conn = self.conn();
             let mut stmt = conn
                 .prepare("SELECT key, state, updated_ms FROM sessions WHERE updated_ms >= ?1 ORDER BY key")
@@ -342,14 +345,33 @@ impl Store for SqliteStore {
                 .map_err(|e| self.err(e))?;
             it.collect::<Result<_, _>>().map_err(|e| self.err(e))?
         };
-        Ok(rows
-            .into_iter()
-            .map(|(key, bytes, t)| SessionInfo {
-                state: self.decode(&bytes),
-                key,
-                last_activity_ms: t.max(0) as u64,
-            })
-            .collect())
+        let mut out = Vec::new();
+        for (key, state, t) in rows {
+            let key = match key {
+                Sql::Text(k) => k,
+                Sql::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+                _ => continue,
+            };
+            let bytes = match state {
+                Sql::Blob(b) => b,
+                Sql::Text(t) => t.into_bytes(),
+                _ => Vec::new(),
+            };
+            let t = match t {
+                Sql::Integer(t) => t,
+                _ => 0,
+            };
+            if let Some(state) =
+                crate::decode_listed(&key, &bytes, &self.describe(), &self.warnings)
+            {
+                out.push(SessionInfo {
+                    state,
+                    key,
+                    last_activity_ms: t.max(0) as u64,
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {

@@ -622,3 +622,61 @@ fn a_closed_stdout_ends_every_command_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn replay_exits_1_when_a_call_was_judged_without_its_store() {
+    let dir = tmpdir("cli", "degraded");
+    let cfg = dir.join("redis-down.toml");
+    std::fs::write(
+        &cfg,
+        "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:1\"\nconnect_timeout = \"200ms\"\n",
+    )
+    .unwrap();
+    let mut child = bin()
+        .args(["replay", "--config"])
+        .arg(&cfg)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.contains("\"degraded\":\"loopbrake could not judge this call: redis 127.0.0.1:1"),
+        "{line}"
+    );
+    assert_eq!(out.status.code(), Some(1), "the README promises 1");
+}
+
+#[test]
+fn nesting_past_the_limit_is_named_as_such() {
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    let line = format!("{{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\",\"args\":{{\"a\":{deep}}}}}\n");
+    let mut child = bin()
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("nests deeper than 128 levels"), "{text}");
+    assert!(!text.contains("syntax error"), "{text}");
+}

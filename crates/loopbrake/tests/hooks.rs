@@ -456,3 +456,61 @@ fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
         assert_eq!(mode & 0o777, 0o600);
     }
 }
+
+/// A payload past the size limit is reported as too large (not as "not JSON"), and one
+/// nested past the parser's limit as too deep; the hook still exits 0 and lets the call run.
+#[test]
+fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
+    let dir = tmpdir("hooks", "oversized");
+    let mut child = bin(&dir)
+        .args(["hook", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..65 {
+            if stdin.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the hook payload exceeds 67108864 bytes"),
+        "{err}"
+    );
+    assert!(!err.contains("not JSON"), "{err}");
+
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    let payload: String = format!(
+        "{{\"session_id\":\"s\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"x\":{deep}}},\"tool_use_id\":\"t\"}}"
+    );
+    let mut child = bin(&dir)
+        .args(["hook", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the hook payload nests deeper than 128 levels"),
+        "{err}"
+    );
+}

@@ -3,7 +3,9 @@
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
-use loopbrake_hooks::{handle, init as hooks_init, Context, Dialect, MAX_PAYLOAD};
+use loopbrake_hooks::{
+    handle, handle_unreadable, init as hooks_init, Context, Dialect, MAX_PAYLOAD,
+};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -55,7 +57,7 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("hook.log"));
     let store = match (&cfg_error, early.first()) {
         (Some(e), _) => Err(format!("configuration: {e}")),
-        (None, Some(e)) => Err(e.clone()),
+        (None, Some(_)) => Err("the payload was not read".to_string()),
         (None, None) => store_settings
             .open(StoreKind::Sqlite, &process_env)
             .map_err(|e| e.to_string()),
@@ -65,7 +67,10 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         store: store.as_ref().map(|s| s.as_ref()).map_err(|e| e.clone()),
         fail_closed: store_settings.fail_closed,
     };
-    let reply = handle(dialect, if early.is_empty() { &input } else { b"" }, &ctx);
+    let reply = match early.first() {
+        Some(reason) => handle_unreadable(reason, &ctx),
+        None => handle(dialect, &input, &ctx),
+    };
     let mut stdout_text = reply.stdout.clone();
     if let Some(e) = &cfg_error {
         let session = serde_json::from_slice::<serde_json::Value>(&input)

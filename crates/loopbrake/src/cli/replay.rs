@@ -145,7 +145,9 @@ pub fn replay(
         }
     }
     io::stdout().flush()?;
-    Ok(if processor.errors() > 0 {
+    // An error line, or a call judged without the store (degraded): the replay did not
+    // answer every event as configured.
+    Ok(if processor.errors() > 0 || processor.degraded() > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -10,6 +10,9 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
     let sessions = store.list()?;
+    for w in store.take_warnings() {
+        warn!("loopbrake: {w}");
+    }
     let rows: Vec<serde_json::Value> = sessions
         .iter()
         .map(|info| {
