@@ -154,6 +154,10 @@ pub enum EngineError {
     /// No ask is pending for this call.
     #[error("no ask is pending for call id {0:?}")]
     NotPending(String),
+    /// A call id still open (waiting for its result) was sent again with another tool or
+    /// other arguments: a new call needs a new id.
+    #[error("call id {0:?} is still open with another tool or other arguments; a new call needs a new id")]
+    IdReused(String),
     /// The arguments cannot be canonicalised.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -171,6 +175,10 @@ enum CallStatus {
 struct CallRecord {
     id: String,
     status: CallStatus,
+    /// The first 4 bytes of the call's identity digest (0: unknown, an older state): enough
+    /// to tell a reused id from the same call seen twice.
+    #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
+    digest: u32,
 }
 
 /// One session's state for both engines: a plain serialisable value.
@@ -193,7 +201,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl SessionState {
-    fn record(&mut self, id: &str, status: CallStatus) {
+    fn record(&mut self, id: &str, status: CallStatus, digest: u32) {
         if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
             c.status = status;
             return;
@@ -204,7 +212,13 @@ impl SessionState {
         self.calls.push_back(CallRecord {
             id: id.to_string(),
             status,
+            digest,
         });
+    }
+
+    /// Ids of the calls waiting for their result, oldest first.
+    pub fn open_call_ids(&self) -> impl Iterator<Item = &str> {
+        self.calls.iter().map(|c| c.id.as_str())
     }
 
     fn status(&self, id: &str) -> Option<CallStatus> {
@@ -263,7 +277,7 @@ impl Engine {
                 continue;
             }
             let _ = self.breaker.answer(&mut st.breaker, &id, false);
-            st.record(&id, CallStatus::Denied);
+            st.record(&id, CallStatus::Denied, 0);
             st.count_stop(Verdict::Deny);
             out.push(Settled {
                 id,
@@ -290,6 +304,15 @@ impl Engine {
     /// # Ok::<(), loopbrake_core::EngineError>(())
     /// ```
     pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
+        let digest = crate::canonical::call_digest(call.tool, call.args)?;
+        let digest = u32::from_be_bytes(digest[..4].try_into().expect("4 bytes")).max(1);
+        // The same id while its call is open: the same call seen through another seam
+        // (judged again, counted once), or a different call reusing an id (an error).
+        if let Some(open) = st.calls.iter().find(|c| c.id == call.id) {
+            if open.digest != 0 && open.digest != digest {
+                return Err(EngineError::IdReused(call.id.to_string()));
+            }
+        }
         let settled = self.settle(st, None);
         let mut d = Decision::allow(call.id);
         d.settled = settled;
@@ -309,7 +332,7 @@ impl Engine {
                 if st.status(call.id).is_none() {
                     st.count_stop(Verdict::Deny);
                 }
-                st.record(call.id, CallStatus::Denied);
+                st.record(call.id, CallStatus::Denied, digest);
                 return Ok(d);
             }
             StreakVerdict::Allow { .. } => {}
@@ -322,7 +345,7 @@ impl Engine {
         if !seen {
             st.count_stop(d.verdict);
         }
-        st.record(call.id, status);
+        st.record(call.id, status, digest);
         Ok(d)
     }
 
@@ -369,7 +392,7 @@ impl Engine {
         d.settled = settled;
         let status = self.apply(&mut d, v);
         st.count_stop(d.verdict);
-        st.record(call_id, status);
+        st.record(call_id, status, 0);
         Ok(d)
     }
 
@@ -392,8 +415,9 @@ impl Engine {
         };
         if st.status(call_id) == Some(CallStatus::Denied) {
             p.ignored = Some("denied");
-            // Let the breaker forget the call too.
+            // The call is closed: both engines forget its id, which may name a new call now.
             let _ = self.breaker.post(&mut st.breaker, call_id, outcome, None);
+            self.close(st, call_id);
             return Ok(p);
         }
         let digest = if self.streak.config().progress() || self.breaker.config().progress() {
@@ -403,14 +427,20 @@ impl Engine {
         };
         self.streak.observe(&mut st.streak, call_id, digest);
         let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
+        self.close(st, call_id);
         if r.ignored {
             p.ignored = Some("denied");
             return Ok(p);
         }
         p.failure = r.failure;
         p.advisories.extend(r.advisory);
-        st.calls.retain(|c| c.id != call_id);
         Ok(p)
+    }
+
+    /// A call got its result (or was closed unanswered): its id is free again.
+    fn close(&self, st: &mut SessionState, call_id: &str) {
+        st.calls.retain(|c| c.id != call_id);
+        self.streak.forget(&mut st.streak, call_id);
     }
 
     /// A real human message: both engines start afresh for this session.
@@ -428,7 +458,10 @@ impl Engine {
     pub fn close_open_calls(&self, st: &mut SessionState) -> Vec<Settled> {
         let settled = self.settle(st, None);
         st.breaker.forget_open_calls();
-        st.calls.clear();
+        let ids: Vec<String> = st.calls.iter().map(|c| c.id.clone()).collect();
+        for id in ids {
+            self.close(st, &id);
+        }
         settled
     }
 

@@ -452,6 +452,12 @@ impl StreakBrake {
         })
     }
 
+    /// The call `call_id` is closed (its result arrived): a later call with the same id is
+    /// a new call, counted as such. The streak itself is unchanged.
+    pub fn forget(&self, state: &mut StreakState, call_id: &str) {
+        state.seen.retain(|s| s.id != call_id);
+    }
+
     /// A real user message: the session's streak starts afresh (S7).
     pub fn reset(&self, state: &mut StreakState) {
         *state = StreakState::default();

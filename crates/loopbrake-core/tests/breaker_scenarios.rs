@@ -376,6 +376,8 @@ fn state_stays_bounded_and_never_holds_argument_text() {
         let _ = s.run("bash", json!({"command": format!("curl -H 'Authorization: {secret}' https://api.example.com/{i}")}), ok());
     }
     let bytes = serde_json::to_string(&s.st).unwrap();
-    assert!(bytes.len() < 8_000, "state is {} bytes", bytes.len());
+    // Mostly the 64 calls denied at the gate that never got a result: each stays open (a
+    // late result is then ignored, and its id cannot name another call meanwhile).
+    assert!(bytes.len() < 9_000, "state is {} bytes", bytes.len());
     assert!(!bytes.contains("SECRET"));
 }

@@ -194,12 +194,42 @@ fn session_key(p: &Value) -> Result<String, HookError> {
 
 /// The call id: the host's `tool_use_id`, or, without one, an id derived from the call
 /// itself so that its pre and post events still pair.
-fn call_id(p: &Value, tool: &str, args: &Value) -> String {
+/// The id of a call whose payload carries none: the call's hash prefix, so its post event
+/// can find it, plus what makes this invocation unique (identical calls are still counted
+/// one by one).
+fn derived_prefix(tool: &str, args: &Value) -> String {
+    let h = loopbrake_core::canonical::call_hash(tool, args).unwrap_or_default();
+    format!("h-{}-", loopbrake_core::canonical::hash_prefix(&h))
+}
+
+/// The call id of a `PreToolUse`: the host's `tool_use_id`, else a fresh derived one.
+fn pre_call_id(p: &Value, tool: &str, args: &Value) -> String {
     match str_field(p, "tool_use_id") {
         Some(id) => id.to_string(),
         None => {
-            let h = loopbrake_core::canonical::call_hash(tool, args).unwrap_or_default();
-            format!("h-{}", loopbrake_core::canonical::hash_prefix(&h))
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!(
+                "{}{nanos:x}.{:x}",
+                derived_prefix(tool, args),
+                std::process::id()
+            )
+        }
+    }
+}
+
+/// The call id of a post event: the host's `tool_use_id`, else the oldest open call that
+/// was derived from the same tool and arguments.
+fn post_call_id(p: &Value, tool: &str, args: &Value, st: &loopbrake_core::SessionState) -> String {
+    match str_field(p, "tool_use_id") {
+        Some(id) => id.to_string(),
+        None => {
+            let prefix = derived_prefix(tool, args);
+            st.open_call_ids()
+                .find(|id| id.starts_with(&prefix))
+                .map(str::to_string)
+                .unwrap_or(prefix)
         }
     }
 }
@@ -260,7 +290,7 @@ fn pre_tool_use(
         .ok_or_else(|| HookError::Payload("PreToolUse without tool_name".into()))?;
     let empty = json!({});
     let args = p.get("tool_input").unwrap_or(&empty);
-    let id = call_id(p, tool, args);
+    let id = pre_call_id(p, tool, args);
     let call = Call {
         session: &key,
         id: &id,
@@ -410,9 +440,9 @@ fn post_tool_use(
     let tool = str_field(p, "tool_name").unwrap_or("");
     let empty = json!({});
     let args = p.get("tool_input").unwrap_or(&empty);
-    let id = call_id(p, tool, args);
     let outcome = outcome_of(dialect, event, p);
     let post = update(store, &key, |st| {
+        let id = post_call_id(p, tool, args, st);
         // A post event for an asked call means the operator approved it and it ran.
         if st.breaker.pending_asks().iter().any(|x| x == &id) {
             let _ = engine.answer(st, &id, true);

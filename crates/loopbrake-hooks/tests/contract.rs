@@ -478,3 +478,29 @@ fn a_transcript_path_that_is_not_a_regular_file_never_blocks() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Payloads without `tool_use_id`: each PreToolUse is a call of its own (identical calls
+/// are counted one by one), and a post event finds its call by tool and arguments.
+#[test]
+fn payloads_without_a_call_id_count_every_invocation() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    let payload = |event: &str| {
+        json!({"session_id": "no-ids", "hook_event_name": event, "tool_name": "Bash",
+               "tool_input": {"command": "cat missing.txt"},
+               "tool_response": {"stdout": "", "stderr": "cat: missing.txt: No such file"}})
+    };
+    let first = run(Dialect::Claude, &e, &store, &payload("PreToolUse"));
+    assert_eq!(first, None);
+    run(Dialect::Claude, &e, &store, &payload("PostToolUse"));
+    assert_eq!(
+        run(Dialect::Claude, &e, &store, &payload("PreToolUse")),
+        None
+    );
+    run(Dialect::Claude, &e, &store, &payload("PostToolUse"));
+    let third = run(Dialect::Claude, &e, &store, &payload("PreToolUse")).unwrap();
+    assert!(third.contains("\"permissionDecision\":\"deny\""), "{third}");
+    // Every post found its call: nothing is left open but the denied one.
+    let st = store.get("no-ids").unwrap().unwrap();
+    assert_eq!(st.open_call_ids().count(), 1);
+}

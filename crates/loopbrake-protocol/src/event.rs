@@ -27,6 +27,8 @@ pub enum Event {
         id: String,
         /// Approved or declined.
         approved: bool,
+        /// The call's session, when given (call ids are unique per session only).
+        session: Option<String>,
     },
     /// The call ran.
     Result {
@@ -34,6 +36,8 @@ pub enum Event {
         id: String,
         /// What happened.
         outcome: Outcome,
+        /// The call's session, when given (call ids are unique per session only).
+        session: Option<String>,
     },
     /// A real human message.
     User {
@@ -123,6 +127,7 @@ pub fn parse(v: &Value) -> Result<Event, String> {
                 None | Some(Value::Null) => return Err("missing required field `approved`".into()),
                 Some(_) => return Err("field `approved` must be a boolean".into()),
             },
+            session: opt_string(obj, "session")?,
         }),
         "result" => Ok(Event::Result {
             id: string_field(obj, "id")?,
@@ -130,6 +135,7 @@ pub fn parse(v: &Value) -> Result<Event, String> {
                 None | Some(Value::Null) => Outcome::default(),
                 Some(o) => outcome(o)?,
             },
+            session: opt_string(obj, "session")?,
         }),
         "user" => Ok(Event::User {
             session: string_field(obj, "session")?,

@@ -182,8 +182,9 @@ pub struct Handled {
 pub struct Processor {
     engine: Engine,
     store: Arc<dyn Store>,
-    /// Call id → session key.
-    ids: HashMap<String, String>,
+    /// Call id → the session keys where a call with that id is open (ids are unique per
+    /// session only).
+    ids: HashMap<String, Vec<String>>,
     /// Session key → its open call ids, oldest first.
     open: HashMap<String, VecDeque<String>>,
     errors: u64,
@@ -234,7 +235,7 @@ impl Processor {
 
     /// Number of calls waiting for a result.
     pub fn open_calls(&self) -> usize {
-        self.ids.len()
+        self.open.values().map(VecDeque::len).sum()
     }
 
     /// Handles one raw input line (without its newline).
@@ -299,8 +300,16 @@ impl Processor {
                 args,
                 agent,
             } => self.call(line_no, &session, &id, &tool, &args, agent.as_deref()),
-            Event::Answer { id, approved } => self.answer(line_no, &id, approved),
-            Event::Result { id, outcome } => self.result(line_no, &id, &outcome),
+            Event::Answer {
+                id,
+                approved,
+                session,
+            } => self.answer(line_no, &id, approved, session.as_deref()),
+            Event::Result {
+                id,
+                outcome,
+                session,
+            } => self.result(line_no, &id, &outcome, session.as_deref()),
             Event::User { session } => self.user(line_no, &session),
             Event::End { session } => self.end(line_no, &session),
         }
@@ -309,22 +318,76 @@ impl Processor {
     fn remember(&mut self, key: &str, id: &str) {
         let q = self.open.entry(key.to_string()).or_default();
         q.retain(|x| x != id);
-        if q.len() >= MAX_OPEN_CALLS {
-            if let Some(old) = q.pop_front() {
-                self.ids.remove(&old);
+        let evicted = if q.len() >= MAX_OPEN_CALLS {
+            q.pop_front()
+        } else {
+            None
+        };
+        q.push_back(id.to_string());
+        if let Some(old) = evicted {
+            self.unlink(key, &old);
+        }
+        let keys = self.ids.entry(id.to_string()).or_default();
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+    }
+
+    /// Drops `key` from the sessions where `id` is open.
+    fn unlink(&mut self, key: &str, id: &str) {
+        if let Some(keys) = self.ids.get_mut(id) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.ids.remove(id);
             }
         }
-        q.push_back(id.to_string());
-        self.ids.insert(id.to_string(), key.to_string());
     }
 
     fn forget(&mut self, key: &str, id: &str) {
-        self.ids.remove(id);
+        self.unlink(key, id);
         if let Some(q) = self.open.get_mut(key) {
             q.retain(|x| x != id);
             if q.is_empty() {
                 self.open.remove(key);
             }
+        }
+    }
+
+    /// The session key of the open call `id`: the one named by `session` (a session key,
+    /// or a session whose sub-agent made the call), else the only session with that id
+    /// open. Ambiguity is an error that says how to resolve it.
+    fn key_of(&self, id: &str, session: Option<&str>) -> Result<String, String> {
+        let keys: Vec<&String> = self
+            .ids
+            .get(id)
+            .map(|ks| {
+                ks.iter()
+                    .filter(|k| match session {
+                        None => true,
+                        Some(s) => {
+                            k.as_str() == s
+                                || k.starts_with(&loopbrake_core::engine::agent_key_prefix(s))
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        match keys.as_slice() {
+            [] => Err(match session {
+                Some(s) => format!("unknown call id {:?} in session {:?}", clip(id), clip(s)),
+                None => format!("unknown call id {:?}", clip(id)),
+            }),
+            [one] => Ok((*one).clone()),
+            many => Err(format!(
+                "call id {:?} is open in {} sessions ({}); name the session: add \"session\" to this event",
+                clip(id),
+                many.len(),
+                many.iter()
+                    .take(4)
+                    .map(|k| format!("{:?}", clip(k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         }
     }
 
@@ -401,9 +464,10 @@ impl Processor {
         }
     }
 
-    fn answer(&mut self, line_no: u64, id: &str, approved: bool) -> Handled {
-        let Some(key) = self.ids.get(id).cloned() else {
-            return self.error(line_no, &format!("unknown call id {:?}", clip(id)));
+    fn answer(&mut self, line_no: u64, id: &str, approved: bool, session: Option<&str>) -> Handled {
+        let key = match self.key_of(id, session) {
+            Ok(k) => k,
+            Err(e) => return self.error(line_no, &e),
         };
         let engine = &self.engine;
         let decision = match update(self.store.as_ref(), &key, |st| {
@@ -429,9 +493,16 @@ impl Processor {
         }
     }
 
-    fn result(&mut self, line_no: u64, id: &str, outcome: &Outcome) -> Handled {
-        let Some(key) = self.ids.get(id).cloned() else {
-            return self.error(line_no, &format!("unknown call id {:?}", clip(id)));
+    fn result(
+        &mut self,
+        line_no: u64,
+        id: &str,
+        outcome: &Outcome,
+        session: Option<&str>,
+    ) -> Handled {
+        let key = match self.key_of(id, session) {
+            Ok(k) => k,
+            Err(e) => return self.error(line_no, &e),
         };
         let engine = &self.engine;
         let post = match update(self.store.as_ref(), &key, |st| engine.post(st, id, outcome)) {
@@ -516,7 +587,7 @@ impl Processor {
             }
             if let Some(q) = self.open.remove(&key) {
                 for id in q {
-                    self.ids.remove(&id);
+                    self.unlink(&key, &id);
                 }
             }
         }

@@ -407,3 +407,75 @@ fn importers_skip_bad_records_with_counted_warnings() {
     assert_eq!(ev[4]["outcome"]["exit_code"], 0);
     assert_eq!(codex.warnings().count("results with no call"), 1);
 }
+
+#[test]
+fn a_reused_call_id_is_an_error_while_open_and_a_new_call_once_closed() {
+    let call = |cmd: &str| {
+        format!(
+            r#"{{"event":"call","session":"s","id":"1","tool":"bash","args":{{"command":"{cmd}"}}}}"#
+        )
+    };
+    let result = r#"{"event":"result","id":"1","outcome":{"exit_code":0,"text":"done"}}"#;
+    // Open: the same id with other arguments is refused, every time.
+    let input = [
+        call("ls"),
+        call("rm -rf /"),
+        call("rm -rf /"),
+        call("rm -rf /"),
+    ]
+    .join("\n");
+    let out = replay_lines("", &input);
+    assert_eq!(v(&out[0])["verdict"], "allow");
+    for line in &out[1..] {
+        assert!(
+            v(line)["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("call id \"1\" is still open with another tool or other arguments"),
+            "{line}"
+        );
+    }
+    // The same call through a second seam is judged again, not counted twice.
+    let out = replay_lines("", &[call("ls"), call("ls"), call("ls")].join("\n"));
+    assert!(out.iter().all(|l| v(l)["verdict"] == "allow"), "{out:?}");
+    // Closed: the id names a new call, counted as one.
+    let input = [
+        call("ls"),
+        result.into(),
+        call("rm -rf /"),
+        result.into(),
+        call("rm -rf /"),
+        result.into(),
+        call("rm -rf /"),
+    ]
+    .join("\n");
+    let verdicts: Vec<String> = replay_lines("", &input)
+        .iter()
+        .filter_map(|l| v(l)["verdict"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(verdicts, ["allow", "allow", "allow", "deny"]);
+}
+
+#[test]
+fn results_name_their_session_when_an_id_is_open_in_two() {
+    let input = r#"{"event":"call","session":"a","id":"1","tool":"t","args":{"n":1}}
+{"event":"call","session":"b","id":"1","tool":"t","args":{"n":2}}
+{"event":"result","id":"1","outcome":{"is_error":true}}
+{"event":"result","id":"1","session":"b","outcome":{"is_error":true}}
+{"event":"result","id":"1","outcome":{}}
+{"event":"result","id":"1","session":"b","outcome":{}}
+"#;
+    let out = replay_lines("", input);
+    let err = v(&out[2])["error"]["message"].as_str().unwrap().to_string();
+    assert_eq!(
+        err,
+        r#"call id "1" is open in 2 sessions ("a", "b"); name the session: add "session" to this event"#
+    );
+    assert_eq!(v(&out[3])["failure"]["reason"], "error", "{}", out[3]);
+    // Now only session a has it open: no session needed.
+    assert_eq!(v(&out[4])["failure"], Value::Null, "{}", out[4]);
+    assert_eq!(
+        v(&out[5])["error"]["message"],
+        r#"unknown call id "1" in session "b""#
+    );
+}

@@ -171,6 +171,7 @@ struct Inflight {
     id: String,
     tool: String,
     shell: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     fps: Vec<FpMeta>,
     status: Status,
     /// The call changes the workspace (progress signal).
