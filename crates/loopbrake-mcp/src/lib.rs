@@ -103,6 +103,38 @@ fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
+/// A JSON-RPC `tools/call` request too deep for a full parse: its id and a stand-in for its
+/// params (the tool name, and the arguments replaced by the hash of their text).
+fn unjudgeable_tool_call(line: &str) -> Option<(Value, Value)> {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        name: Option<String>,
+        #[serde(borrow)]
+        arguments: Option<&'a serde_json::value::RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Shallow<'a> {
+        method: Option<String>,
+        id: Option<Value>,
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    let msg: Shallow<'_> = serde_json::from_str(line).ok()?;
+    if msg.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    let id = msg.id?;
+    let params = msg.params?;
+    let name = params.name.unwrap_or_default();
+    let raw = params.arguments.map(|a| a.get()).unwrap_or("");
+    let digest = loopbrake_core::canonical::call_hash(&name, &Value::String(raw.to_string()))
+        .unwrap_or_default();
+    Some((
+        id,
+        json!({"name": name, "arguments": {"unjudgeable_arguments_sha256": digest}}),
+    ))
+}
+
 fn text_of(content: Option<&Value>) -> String {
     content
         .and_then(Value::as_array)
@@ -200,6 +232,30 @@ impl Shared {
                 false
             }
         }
+    }
+
+    /// A `tools/call` whose arguments nest deeper than loopbrake can parse. Refused when
+    /// fail-closed; otherwise it runs, counted by the hash of its arguments' text (so
+    /// identical ones still reach the streak brake and the window), with a warning.
+    async fn unjudgeable_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
+        let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
+        eprintln!(
+            "loopbrake mcp: the arguments of a call of {tool} nest too deep to judge; {}",
+            if self.opts.fail_closed {
+                "refused ([store] fail_closed = true)"
+            } else {
+                "counted by their hash"
+            }
+        );
+        if self.opts.fail_closed {
+            self.send_client(&Self::deny_result(
+                &id,
+                "loopbrake could not judge this call (its arguments nest too deep to read), and its configuration \
+                 refuses calls it cannot judge ([store] fail_closed = true). Tell the user; do not retry the same call.",
+            ));
+            return;
+        }
+        self.tool_call(id, params, raw).await;
     }
 
     async fn tool_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
@@ -481,6 +537,12 @@ where
                 let msg: Value = match serde_json::from_str(&line) {
                     Ok(v) => v,
                     Err(_) => {
+                        // A tools/call too deep for the parser is still a call: it follows
+                        // the failure policy, never passes unjudged.
+                        if let Some((id, params)) = unjudgeable_tool_call(&line) {
+                            tokio::spawn(shared.clone().unjudgeable_call(id, params, line));
+                            continue;
+                        }
                         // Not ours to judge: the server answers malformed input itself.
                         let _ = shared.to_server.send(line);
                         continue;

@@ -16,7 +16,15 @@ struct Proxy {
 }
 
 fn start(mode: &str) -> Proxy {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+    start_with(mode, None)
+}
+
+fn start_with(mode: &str, config: Option<&Path>) -> Proxy {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    let mut child = cmd
         .args(["mcp", "--", "python3"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
         .arg(mode)
@@ -144,4 +152,69 @@ fn a_healthy_server_works_and_the_proxy_exits_cleanly() {
     assert_eq!(p.recv()["result"]["content"][0]["text"], "done");
     p.stdin = None;
     assert_eq!(p.finish().0, Some(0));
+}
+
+/// Arguments nested deeper than the parser's limit: the call follows the failure policy,
+/// never passes unjudged. Fail-closed refuses each one; fail-open runs it and counts it by
+/// the hash of its arguments, so the third identical one is refused by the streak brake.
+#[test]
+fn calls_too_deep_to_judge_follow_the_failure_policy() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let call = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"work","arguments":{{"x":{deep}}}}}}}"#
+        )
+    };
+    let send_raw = |p: &mut Proxy, line: &str| {
+        let stdin = p.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    };
+
+    let dir = std::env::temp_dir().join(format!("lb-mcp-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let closed = dir.join("closed.toml");
+    std::fs::write(&closed, "[store]\nfail_closed = true\n").unwrap();
+    let mut p = start_with("ok", Some(&closed));
+    for id in 10..16 {
+        send_raw(&mut p, &call(id));
+        let r = p.recv();
+        assert_eq!(r["id"], id);
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nest too deep"));
+    }
+    drop(p.stdin.take());
+    let (_, err) = p.finish();
+    assert!(err.contains("nest too deep to judge; refused"), "{err}");
+
+    let mut p = start("ok");
+    let mut verdicts = Vec::new();
+    for id in 20..26 {
+        send_raw(&mut p, &call(id));
+        let r = p.recv();
+        verdicts.push(r["result"]["isError"] == true);
+        if r["result"]["isError"] == true {
+            let text = r["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.contains("loop brake: tool \"work\" called")
+                    && text.contains("times in a row"),
+                "{text}"
+            );
+        }
+    }
+    assert_eq!(
+        verdicts,
+        [false, false, true, true, true, true],
+        "counted by hash"
+    );
+    drop(p.stdin.take());
+    let (_, err) = p.finish();
+    assert!(
+        err.contains("nest too deep to judge; counted by their hash"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
