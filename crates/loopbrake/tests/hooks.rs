@@ -514,3 +514,73 @@ fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
         "{err}"
     );
 }
+
+/// `init` keeps a private settings file private (and its backup), never writes through a
+/// symlink planted at the backup's name, and updates a symlinked settings file where it
+/// points instead of replacing the link.
+#[cfg(unix)]
+#[test]
+fn init_keeps_modes_and_never_follows_a_planted_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmpdir("hooks", "init-modes");
+    let claude_dir = dir.join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let settings = claude_dir.join("settings.json");
+    std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Someone planted a symlink where the backup goes, pointing outside the config dir.
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "precious").unwrap();
+    std::os::unix::fs::symlink(&outside, claude_dir.join("settings.json.loopbrake-backup"))
+        .unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
+    let backup = claude_dir.join("settings.json.loopbrake-backup");
+    assert!(!std::fs::symlink_metadata(&backup)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "{\"model\": \"opus\"}\n"
+    );
+    for f in [&settings, &backup] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    // A symlinked settings file (a dotfiles repository) is updated where it points.
+    let dotfiles = dir.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("claude-settings.json");
+    std::fs::write(&real, "{}").unwrap();
+    std::fs::remove_file(&settings).unwrap();
+    std::os::unix::fs::symlink(&real, &settings).unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::symlink_metadata(&settings)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert!(v["hooks"]["PreToolUse"].is_array(), "{v}");
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&claude_dir)
+        .unwrap()
+        .chain(std::fs::read_dir(&dotfiles).unwrap())
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with('.') && n.contains(".loopbrake-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -156,6 +156,67 @@ fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
     true
 }
 
+/// The permission bits of an existing file.
+fn file_mode(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// Replaces `path` with `bytes`: a new temporary file in the same directory (created
+/// exclusively, never through an existing file or symlink), then a rename over `path`
+/// (which replaces a symlink there instead of writing where it points).
+fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(
+        ".{name}.loopbrake-{}-{nanos:x}",
+        std::process::id()
+    ));
+    let written = opts.open(&tmp).and_then(|mut f| {
+        #[cfg(unix)]
+        {
+            // Exactly the mode asked for, whatever the umask.
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
 fn home() -> Result<PathBuf, CliError> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -232,7 +293,17 @@ pub fn init(
     scope: Scope,
     remove: bool,
 ) -> Result<ExitCode, CliError> {
-    let path = settings_file(dialect, scope)?;
+    let named = settings_file(dialect, scope)?;
+    // A symlinked settings file (dotfiles repositories do this) is updated where it points.
+    let path = match std::fs::symlink_metadata(&named) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&named).map_err(|e| {
+            format!(
+                "{} is a symlink that does not resolve: {e}",
+                named.display()
+            )
+        })?,
+        _ => named,
+    };
     if !remove {
         // Hooks over a broken configuration would run unchecked: say so now, not later.
         if let Err(e) = settings::load(config) {
@@ -279,16 +350,17 @@ pub fn init(
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
+        // The file keeps its mode (a private settings file stays private), and so does
+        // its backup.
+        let mode = file_mode(&path).unwrap_or(0o600);
         if let Some(text) = &existing {
             let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
-            std::fs::write(&backup, text)
+            write_atomically(&backup, text.as_bytes(), mode)
                 .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
             outln!("Backup of the previous file: {}", backup.display());
         }
-        let tmp = PathBuf::from(format!("{}.loopbrake-tmp", path.display()));
         let body = serde_json::to_string_pretty(&settings)? + "\n";
-        std::fs::write(&tmp, body).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path)
+        write_atomically(&path, body.as_bytes(), mode)
             .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
         outln!(
             "{} loopbrake's hooks {} {} ({}).",
