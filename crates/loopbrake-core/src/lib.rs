@@ -9,6 +9,7 @@
 //! - [`streak`]: the streak brake (consecutive identical calls).
 //! - [`breaker`]: semantic fingerprints, the window, stages, the failure track, the gate.
 //! - [`progress`]: output memory, the normalised digest of what a call returned.
+//! - [`redact`]: credentials replaced in everything shown or stored.
 //! - [`engine`]: both engines together, the surface adapters call.
 //! - [`config`]: the validated engine configuration.
 #![deny(missing_docs)]
@@ -18,6 +19,7 @@ pub mod canonical;
 pub mod config;
 pub mod engine;
 pub mod progress;
+pub mod redact;
 pub mod streak;
 
 pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};

@@ -28,6 +28,7 @@ pub mod settings;
 pub use brake::{decorate, Approver, Brake, Braked, GuardError, Guarded, Refusal, Tool};
 pub use loopbrake_core as core;
 pub use loopbrake_core::{
-    breaker, canonical, config, engine, streak, Call, Config, ConfigError, Decision, Engine,
-    EngineError, Failure, Hit, LoopBrakeError, Outcome, PostDecision, SessionState, Verdict,
+    breaker, canonical, config, engine, progress, redact, streak, Call, Config, ConfigError,
+    Decision, Engine, EngineError, Failure, Hit, LoopBrakeError, Outcome, PostDecision,
+    SessionState, Verdict,
 };

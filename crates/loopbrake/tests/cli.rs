@@ -3,7 +3,7 @@
 mod support;
 use support::*;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -679,4 +679,92 @@ fn nesting_past_the_limit_is_named_as_such() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("nests deeper than 128 levels"), "{text}");
     assert!(!text.contains("syntax error"), "{text}");
+}
+
+const SECRETS: [&str; 4] = [
+    "sk-live-4f3e2d1c0b9a8f7e6d5c",
+    "SUPERSECRETKEY42",
+    "hunter2pw",
+    "ghp_0123456789abcdefghijklmnopqrstuv",
+];
+
+/// Protocol events of a loop whose calls and outputs carry credentials.
+fn secret_loop() -> String {
+    let mut events = String::new();
+    for i in 0..14 {
+        let cmd = format!(
+            "curl -s -H 'Authorization: Bearer {}' 'https://bob:{}@api.example.com/v1/items?api_key={}&page=1' --max-time {}",
+            SECRETS[0], SECRETS[2], SECRETS[1], 10 + i
+        );
+        events.push_str(&serde_json::to_string(&json!({"event": "call", "session": "s", "id": format!("{i}"), "tool": "bash", "args": {"command": cmd}})).unwrap());
+        events.push('\n');
+        events.push_str(&serde_json::to_string(&json!({"event": "result", "id": format!("{i}"), "outcome": {"exit_code": 0, "text": format!("{{\"token\": \"{}\"}}", SECRETS[3])}})).unwrap());
+        events.push('\n');
+    }
+    events
+}
+
+fn replay_with(args: &[&str], input: &str) -> (String, String) {
+    use std::io::Write;
+    let mut child = bin()
+        .arg("replay")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Credentials in arguments and outputs never reach what loopbrake shows: denials, hits,
+/// advisories, the report and its HTML page (written owner-only). Identity is unchanged:
+/// the loop is still gated where it was.
+#[test]
+fn secrets_are_redacted_from_every_output() {
+    let input = secret_loop();
+    let (lines, _) = replay_with(&["-"], &input);
+    let denial = lines
+        .lines()
+        .find(|l| l.contains("\"verdict\":\"ask\"") || l.contains("\"verdict\":\"deny\""))
+        .unwrap_or_else(|| panic!("the loop is gated: {lines}"));
+    assert!(denial.contains("[REDACTED]"), "{denial}");
+    let dir = tmpdir("cli", "secrets");
+    let html = dir.join("report.html");
+    let (report, _) = replay_with(&["--report", "--html", html.to_str().unwrap(), "-"], &input);
+    let page = std::fs::read_to_string(&html).unwrap();
+    for text in [&lines, &report, &page] {
+        for s in SECRETS {
+            assert!(!text.contains(s), "{s} leaked: {text}");
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&html).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let out = bin()
+        .args(["explain", "bash"])
+        .arg(format!(
+            "{{\"command\":\"curl -H 'Authorization: Bearer {}' https://a.com\"}}",
+            SECRETS[0]
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains(SECRETS[0]) && text.contains("[REDACTED]"),
+        "{text}"
+    );
 }

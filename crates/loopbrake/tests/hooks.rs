@@ -584,3 +584,52 @@ fn init_keeps_modes_and_never_follows_a_planted_symlink() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Credentials in a call's arguments and its output never reach the SQLite files (the
+/// database and its write-ahead log), though the call is counted as before.
+#[test]
+fn secrets_never_reach_the_state_files() {
+    let dir = tmpdir("hooks", "secrets");
+    let secrets = [
+        "sk-ant-api03-abcdefghijklmnop",
+        "Pa55w0rdValue",
+        "ghp_abcdefghijklmnopqrstuvwxyz012345",
+    ];
+    let cmd = format!(
+        "curl -H 'Authorization: Bearer {}' 'https://api.example.com/x?password={}'",
+        secrets[0], secrets[1]
+    );
+    for i in 0..3 {
+        let id = format!("s{i}");
+        let out = spawn_hook(&dir, &pre("sec", &id, &cmd), None)
+            .wait_with_output()
+            .unwrap();
+        if i == 2 {
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
+                "still counted"
+            );
+            break;
+        }
+        let post = json!({"session_id": "sec", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": cmd}, "tool_use_id": id,
+            "tool_response": {"stdout": format!("{{\"token\": \"{}\"}}", secrets[2]), "stderr": ""}});
+        spawn_hook(&dir, &post, None).wait_with_output().unwrap();
+    }
+    // One more call left open (its previews are stored until its result).
+    let other = format!("curl -u bob:{} https://api.example.com/y", secrets[1]);
+    spawn_hook(&dir, &pre("sec", "open", &other), None)
+        .wait_with_output()
+        .unwrap();
+    let mut bytes = Vec::new();
+    for f in ["state.db", "state.db-wal"] {
+        if let Ok(b) = std::fs::read(dir.join("state").join(f)) {
+            bytes.extend(b);
+        }
+    }
+    assert!(!bytes.is_empty());
+    let text = String::from_utf8_lossy(&bytes);
+    for s in secrets {
+        assert!(!text.contains(s), "{s} is in the state files");
+    }
+}

@@ -387,7 +387,8 @@ impl Breaker {
                 id: f.id,
                 kind: f.kind,
                 limit: f.limit,
-                preview: messages::preview(&f.text, self.cfg.preview_chars),
+                // Shown and stored redacted; the id was computed from the real text.
+                preview: messages::preview(&crate::redact::redact(&f.text), self.cfg.preview_chars),
             })
             .collect();
 
@@ -608,7 +609,10 @@ impl Breaker {
             }
         }
         if let Some(text) = outcome.text.as_deref() {
-            st.last_result = Some(messages::cut(text, self.cfg.result_preview_chars));
+            st.last_result = Some(messages::cut(
+                &crate::redact::redact(text),
+                self.cfg.result_preview_chars,
+            ));
         }
         let advisory = match (pick(candidates), pick(struggles), failure.as_ref()) {
             (Some((f, n)), _, Some(fail)) => Some(Advisory {

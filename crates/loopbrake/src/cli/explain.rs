@@ -50,7 +50,7 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
     let canonical = canonical_json(&args)?;
     let hash = call_hash(tool, &args)?;
     outln!("tool:       {tool}");
-    outln!("canonical:  {canonical}");
+    outln!("canonical:  {}", loopbrake::redact::redact(&canonical));
     outln!("hash:       {hash}");
     outln!("prefix:     {}", hash_prefix(&hash));
     let b = &cfg.breaker;
@@ -96,7 +96,11 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
             .limit
             .map(|l| format!("gate at {l}"))
             .unwrap_or_else(|| "off (not counted)".into());
-        outln!("  {:<width$}  {:<6} {limit}", f.text, f.kind.as_str());
+        outln!(
+            "  {:<width$}  {:<6} {limit}",
+            loopbrake::redact::redact(&f.text),
+            f.kind.as_str()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

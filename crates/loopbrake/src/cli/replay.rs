@@ -39,6 +39,24 @@ fn recorded_format(input: &mut Box<dyn BufRead>) -> Option<&'static str> {
     import::detect(&buf[..end])
 }
 
+/// Writes a report readable by its owner only (it names tools, hosts and commands).
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    f.write_all(bytes)
+}
+
 struct ReportSink<'a> {
     report: &'a mut Report,
 }
@@ -137,7 +155,7 @@ pub fn replay(
         }
     }
     if let Some(path) = html {
-        std::fs::write(path, report.html())
+        write_private(path, report.html().as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if !want_report {
             let t = report.totals();
