@@ -1,5 +1,6 @@
 //! Decisions per second against a local Redis from 1, 8 and 32 concurrent clients, and the
-//! Redis commands and round trips per decision.
+//! Redis commands and round trips per decision; then one server against a three-primary
+//! Redis Cluster side by side (1 and 8 clients, each on its own session).
 //!
 //! `cargo run --release -p loopbrake-store --features testing --example redis_bench`
 //! starts its own `redis-server` on a free loopback port. Each client is a thread with its
@@ -7,7 +8,7 @@
 //! same on one shared session (maximum contention).
 
 use loopbrake_core::{Call, Config, Engine, Outcome};
-use loopbrake_store::testing::RedisServer;
+use loopbrake_store::testing::{RedisCluster, RedisServer};
 use loopbrake_store::{update, RedisOptions, RedisStore};
 use serde_json::json;
 use std::time::Instant;
@@ -52,6 +53,33 @@ fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) ->
     (decisions / secs, cmds / decisions)
 }
 
+/// Decisions per second on `opts`' store: `clients` threads, each on its own session.
+fn rate(opts: &RedisOptions, clients: usize, per_client: usize) -> f64 {
+    let engine = Engine::new(Config::default());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for c in 0..clients {
+            let (engine, opts) = (&engine, opts.clone());
+            scope.spawn(move || {
+                let store = RedisStore::new(opts).unwrap();
+                let session = format!("client-{c}");
+                for i in 0..per_client {
+                    let args = json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
+                    let id = format!("{c}-{i}");
+                    let _ = update(&store, &session, |st| {
+                        engine.pre(st, &Call { session: &session, id: &id, tool: "Bash", args: &args })
+                    })
+                    .unwrap();
+                    if i % 50 == 49 {
+                        let _ = update(&store, &session, |st| engine.user_message(st)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    (clients * per_client) as f64 / start.elapsed().as_secs_f64()
+}
+
 fn main() {
     let server = RedisServer::start();
     let _ = Outcome::default();
@@ -64,5 +92,21 @@ fn main() {
                 if shared { "shared" } else { "own" }
             );
         }
+    }
+    let cluster = RedisCluster::start(3);
+    let one = RedisOptions {
+        url: server.url(),
+        ..RedisOptions::default()
+    };
+    let many = RedisOptions {
+        url: cluster.urls()[0].clone(),
+        cluster: Some(cluster.urls()),
+        ..RedisOptions::default()
+    };
+    println!("\nclients  one server d/s  3-primary cluster d/s  ratio");
+    for clients in [1, 8] {
+        let a = rate(&one, clients, 2000);
+        let b = rate(&many, clients, 2000);
+        println!("{clients:>7}  {a:>14.0}  {b:>21.0}  {:>5.2}", b / a);
     }
 }

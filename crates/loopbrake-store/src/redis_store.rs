@@ -4,7 +4,13 @@
 //! Key layout: `<prefix>{<session>}`. The braces are a Redis Cluster hash tag: a session's
 //! key always lands on one slot, and every operation touches one key.
 //!
-//! Atomicity: optimistic, with `WATCH` / `MULTI` / `EXEC` and a bounded retry. The
+//! Redis Cluster: with [`RedisOptions::cluster`] set, the store speaks to a cluster through
+//! the `redis` crate's cluster client, which follows `MOVED` and `ASK` redirections (a
+//! resharding in the middle of a run loses nothing). A transaction cannot span the
+//! cluster client's routing, so there an update is a compare-and-set script on the one key
+//! (the old value travels back with the new one); listing scans every primary.
+//!
+//! Atomicity (one server): optimistic, with `WATCH` / `MULTI` / `EXEC` and a bounded retry. The
 //! read-modify-write logic is the engine, which is Rust: a server-side script cannot run
 //! it. A compare-and-set script would have to receive the old state back as an argument
 //! (doubling the bytes per decision) or keep a separate version field; `WATCH` costs no
@@ -44,6 +50,9 @@ pub struct RedisOptions {
     pub username: Option<String>,
     /// Password when the URL has none.
     pub password: Option<String>,
+    /// A Redis Cluster reached through these seed nodes (`redis://host:port` each); `None`
+    /// for one server at `url`.
+    pub cluster: Option<Vec<String>>,
 }
 
 impl Default for RedisOptions {
@@ -56,14 +65,38 @@ impl Default for RedisOptions {
             command_timeout: Duration::from_secs(2),
             username: None,
             password: None,
+            cluster: None,
         }
     }
 }
 
+/// The connection(s) of a store: one server, or a cluster.
+enum Backend {
+    Single {
+        client: redis::Client,
+        conn: Mutex<Option<redis::Connection>>,
+    },
+    Cluster {
+        client: redis::cluster::ClusterClient,
+        // Boxed: a cluster connection is much larger than a server's.
+        conn: Box<Mutex<Option<redis::cluster::ClusterConnection>>>,
+    },
+}
+
+/// Compare-and-set of one session key, for a cluster: writes `ARGV[3]` with a TTL of
+/// `ARGV[4]` ms only if the key still holds `ARGV[2]` (or is absent, when `ARGV[1]` is 0).
+const CAS: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if (ARGV[1] == '0' and cur == false) or (ARGV[1] == '1' and cur == ARGV[2]) then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+  return 1
+end
+return 0
+";
+
 /// Session state in Redis.
 pub struct RedisStore {
-    client: redis::Client,
-    conn: Mutex<Option<redis::Connection>>,
+    backend: Backend,
     opts: RedisOptions,
     name: String,
     warnings: Mutex<Vec<String>>,
@@ -81,6 +114,9 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// A store for `opts`. Nothing is contacted until the first operation.
     pub fn new(opts: RedisOptions) -> Result<Self, StoreError> {
+        if let Some(nodes) = opts.cluster.clone() {
+            return Self::new_cluster(opts, nodes);
+        }
         let mut info: redis::ConnectionInfo =
             opts.url
                 .as_str()
@@ -110,12 +146,61 @@ impl RedisStore {
             message: e.to_string(),
         })?;
         Ok(RedisStore {
-            client,
-            conn: Mutex::new(None),
+            backend: Backend::Single {
+                client,
+                conn: Mutex::new(None),
+            },
             opts,
             name,
             warnings: Mutex::new(Vec::new()),
         })
+    }
+
+    fn new_cluster(opts: RedisOptions, nodes: Vec<String>) -> Result<Self, StoreError> {
+        let invalid = |e: redis::RedisError| StoreError::Unavailable {
+            store: "redis cluster".into(),
+            message: format!(
+                "invalid cluster node URL ({:?}; URLs are not shown, they may hold a password)",
+                e.kind()
+            ),
+        };
+        let mut infos = Vec::new();
+        for n in &nodes {
+            infos.push(n.as_str().into_connection_info().map_err(invalid)?);
+        }
+        let name = format!(
+            "redis cluster {}",
+            infos
+                .first()
+                .map(|i| i.addr().to_string())
+                .unwrap_or_default()
+        );
+        let mut builder = redis::cluster::ClusterClient::builder(infos)
+            .connection_timeout(opts.connect_timeout)
+            .response_timeout(opts.command_timeout);
+        if let Some(u) = &opts.username {
+            builder = builder.username(u);
+        }
+        if let Some(p) = &opts.password {
+            builder = builder.password(p);
+        }
+        let client = builder.build().map_err(|e| StoreError::Unavailable {
+            store: name.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(RedisStore {
+            backend: Backend::Cluster {
+                client,
+                conn: Box::new(Mutex::new(None)),
+            },
+            opts,
+            name,
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster { .. })
     }
 
     fn key(&self, session: &str) -> String {
@@ -139,27 +224,57 @@ impl RedisStore {
         self.opts.idle_ttl.as_millis().clamp(1, u64::MAX as u128) as u64
     }
 
-    /// Runs `f` on a live connection; a connection that failed is dropped so the next
-    /// call reconnects.
+    /// Runs `f` on a live connection (one server's, or the cluster's); a connection that
+    /// failed is dropped so the next call reconnects.
     fn with_conn<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
-        let mut guard: MutexGuard<'_, Option<redis::Connection>> =
-            self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            let c = self
-                .client
-                .get_connection_with_timeout(self.opts.connect_timeout)
-                .map_err(|e| self.err(format!("cannot connect: {e}")))?;
-            c.set_read_timeout(Some(self.opts.command_timeout))
-                .map_err(|e| self.err(e))?;
-            c.set_write_timeout(Some(self.opts.command_timeout))
-                .map_err(|e| self.err(e))?;
-            *guard = Some(c);
+        match &self.backend {
+            Backend::Single { client, conn } => {
+                let mut guard: MutexGuard<'_, Option<redis::Connection>> =
+                    conn.lock().unwrap_or_else(|e| e.into_inner());
+                if guard.is_none() {
+                    let c = client
+                        .get_connection_with_timeout(self.opts.connect_timeout)
+                        .map_err(|e| self.err(format!("cannot connect: {e}")))?;
+                    c.set_read_timeout(Some(self.opts.command_timeout))
+                        .map_err(|e| self.err(e))?;
+                    c.set_write_timeout(Some(self.opts.command_timeout))
+                        .map_err(|e| self.err(e))?;
+                    *guard = Some(c);
+                }
+                let c = guard.as_mut().expect("connected above");
+                let r = f(c);
+                self.settle(r, &mut guard, |c| {
+                    // Leave no WATCH behind on a connection we keep.
+                    let _ = redis::cmd("UNWATCH").exec(c);
+                })
+            }
+            Backend::Cluster { client, conn } => {
+                let mut guard: MutexGuard<'_, Option<redis::cluster::ClusterConnection>> =
+                    conn.lock().unwrap_or_else(|e| e.into_inner());
+                if guard.is_none() {
+                    let c = client
+                        .get_connection()
+                        .map_err(|e| self.err(format!("cannot connect: {e}")))?;
+                    *guard = Some(c);
+                }
+                let c = guard.as_mut().expect("connected above");
+                let r = f(c);
+                self.settle(r, &mut guard, |_| {})
+            }
         }
-        let conn = guard.as_mut().expect("connected above");
-        match f(conn) {
+    }
+
+    /// The result of one operation; a broken connection is dropped for the next call.
+    fn settle<T, C>(
+        &self,
+        r: redis::RedisResult<T>,
+        guard: &mut Option<C>,
+        keep: impl FnOnce(&mut C),
+    ) -> Result<T, StoreError> {
+        match r {
             Ok(v) => Ok(v),
             Err(e) => {
                 if e.is_io_error()
@@ -168,9 +283,8 @@ impl RedisStore {
                     || e.is_unrecoverable_error()
                 {
                     *guard = None;
-                } else {
-                    // Leave no WATCH behind on a connection we keep.
-                    let _ = redis::cmd("UNWATCH").exec(conn);
+                } else if let Some(c) = guard.as_mut() {
+                    keep(c);
                 }
                 Err(self.err(e))
             }
@@ -192,33 +306,57 @@ impl Store for RedisStore {
     ) -> Result<(), StoreError> {
         let key = self.key(session);
         let ttl = self.ttl_ms();
+        let cluster = self.is_cluster();
+        let cas = redis::Script::new(CAS);
         for attempt in 0..MAX_RETRIES {
-            let committed = self.with_conn(|c| {
-                let (current,): (Option<Vec<u8>>,) = redis::pipe()
-                    .cmd("WATCH")
-                    .arg(&key)
-                    .ignore()
-                    .cmd("GET")
-                    .arg(&key)
-                    .query(c)?;
-                let mut state = current
-                    .as_deref()
-                    .map(|b| self.decode(b))
-                    .unwrap_or_default();
-                f(&mut state);
-                let bytes = serde_json::to_vec(&state).map_err(|e| {
-                    redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
-                })?;
-                let exec: RValue = redis::pipe()
-                    .atomic()
-                    .cmd("SET")
-                    .arg(&key)
-                    .arg(bytes)
-                    .arg("PX")
-                    .arg(ttl)
-                    .query(c)?;
-                Ok(!matches!(exec, RValue::Nil))
-            })?;
+            let committed = if cluster {
+                self.with_conn(|c| {
+                    let current: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(c)?;
+                    let mut state = current
+                        .as_deref()
+                        .map(|b| self.decode(b))
+                        .unwrap_or_default();
+                    f(&mut state);
+                    let bytes = serde_json::to_vec(&state).map_err(|e| {
+                        redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
+                    })?;
+                    let done: i64 = cas
+                        .key(&key)
+                        .arg(if current.is_some() { "1" } else { "0" })
+                        .arg(current.unwrap_or_default())
+                        .arg(bytes)
+                        .arg(ttl)
+                        .invoke(c)?;
+                    Ok(done == 1)
+                })?
+            } else {
+                self.with_conn(|c| {
+                    let (current,): (Option<Vec<u8>>,) = redis::pipe()
+                        .cmd("WATCH")
+                        .arg(&key)
+                        .ignore()
+                        .cmd("GET")
+                        .arg(&key)
+                        .query(c)?;
+                    let mut state = current
+                        .as_deref()
+                        .map(|b| self.decode(b))
+                        .unwrap_or_default();
+                    f(&mut state);
+                    let bytes = serde_json::to_vec(&state).map_err(|e| {
+                        redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
+                    })?;
+                    let exec: RValue = redis::pipe()
+                        .atomic()
+                        .cmd("SET")
+                        .arg(&key)
+                        .arg(bytes)
+                        .arg("PX")
+                        .arg(ttl)
+                        .query(c)?;
+                    Ok(!matches!(exec, RValue::Nil))
+                })?
+            };
             if committed {
                 return Ok(());
             }
@@ -251,12 +389,20 @@ impl Store for RedisStore {
         let mut out = Vec::new();
         for key in keys {
             let (state, pttl): (Option<Vec<u8>>, i64) = self.with_conn(|c| {
-                redis::pipe()
-                    .cmd("GET")
-                    .arg(&key)
-                    .cmd("PTTL")
-                    .arg(&key)
-                    .query(c)
+                if c.supports_pipelining() {
+                    redis::pipe()
+                        .cmd("GET")
+                        .arg(&key)
+                        .cmd("PTTL")
+                        .arg(&key)
+                        .query(c)
+                } else {
+                    // The cluster connection routes commands one at a time.
+                    Ok((
+                        redis::cmd("GET").arg(&key).query(c)?,
+                        redis::cmd("PTTL").arg(&key).query(c)?,
+                    ))
+                }
             })?;
             let Some(bytes) = state else { continue };
             let Some(session) = self.session_of(&key) else {
@@ -309,33 +455,84 @@ fn glob_escape(s: &str) -> String {
 }
 
 impl RedisStore {
-    /// Keys of sessions whose name starts with `prefix`, by `SCAN` (never `KEYS`).
+    /// Keys of sessions whose name starts with `prefix`, by `SCAN` (never `KEYS`); on a
+    /// cluster, on every primary.
     fn scan_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let pattern = format!(
             "{}{{{}*",
             glob_escape(&self.opts.key_prefix),
             glob_escape(prefix)
         );
-        let mut cursor: u64 = 0;
         let mut keys = Vec::new();
-        loop {
-            let (next, batch): (u64, Vec<String>) = self.with_conn(|c| {
-                redis::cmd("SCAN")
-                    .arg(cursor)
+        let nodes: Vec<Option<(String, u16)>> = if self.is_cluster() {
+            self.primaries()?.into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for node in nodes {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
                     .arg("MATCH")
                     .arg(&pattern)
                     .arg("COUNT")
-                    .arg(1000)
-                    .query(c)
-            })?;
-            keys.extend(batch);
-            if next == 0 {
-                break;
+                    .arg(1000);
+                let (next, batch): (u64, Vec<String>) = match &node {
+                    None => self.with_conn(|c| cmd.query(c))?,
+                    Some((host, port)) => self.on_node(host, *port, &cmd)?,
+                };
+                keys.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
         }
         keys.sort();
         keys.dedup();
         Ok(keys)
+    }
+
+    /// The cluster's primaries, from `CLUSTER NODES`.
+    fn primaries(&self) -> Result<Vec<(String, u16)>, StoreError> {
+        let text: String = self.with_conn(|c| redis::cmd("CLUSTER").arg("NODES").query(c))?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                let flags = l.split_whitespace().nth(2).unwrap_or("");
+                flags.split(',').any(|f| f == "master") && !flags.contains("fail")
+            })
+            .filter_map(|l| {
+                let addr = l.split_whitespace().nth(1)?;
+                let hostport = addr.split('@').next()?;
+                let (host, port) = hostport.rsplit_once(':')?;
+                Some((host.to_string(), port.parse().ok()?))
+            })
+            .collect())
+    }
+
+    /// Runs one command on one cluster node.
+    fn on_node<T: redis::FromRedisValue>(
+        &self,
+        host: &str,
+        port: u16,
+        cmd: &redis::Cmd,
+    ) -> Result<T, StoreError> {
+        let Backend::Cluster { conn, .. } = &self.backend else {
+            return Err(self.err("not a cluster"));
+        };
+        // Connect first if needed.
+        self.with_conn(|_| Ok(()))?;
+        let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
+        let c = guard.as_mut().ok_or_else(|| self.err("not connected"))?;
+        let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+            redis::cluster_routing::SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port,
+            },
+        );
+        let v = c.route_command(cmd, routing).map_err(|e| self.err(e))?;
+        redis::FromRedisValue::from_redis_value(v).map_err(|e| self.err(e))
     }
 }

@@ -61,6 +61,89 @@ impl Drop for RedisServer {
     }
 }
 
+/// A Redis Cluster of `redis-server` primaries on loopback (no replicas), formed with
+/// `redis-cli --cluster create`; every node is killed on drop.
+pub struct RedisCluster {
+    /// The primaries.
+    pub nodes: Vec<RedisServer>,
+    dir: std::path::PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts `n` (at least 3) primaries and waits until every one reports the cluster ok.
+    pub fn start(n: usize) -> RedisCluster {
+        let dir = std::env::temp_dir().join(format!(
+            "lb-rcluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut nodes = Vec::new();
+        for i in 0..n {
+            let d = dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).expect("a temporary directory");
+            nodes.push(RedisServer::start_on(
+                free_port(),
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    d.join("nodes.conf").to_str().expect("a UTF-8 path"),
+                    "--dir",
+                    d.to_str().expect("a UTF-8 path"),
+                    "--cluster-node-timeout",
+                    "2000",
+                ],
+            ));
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be installed (it comes with Debian's redis-server)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let start = Instant::now();
+        for n in &nodes {
+            loop {
+                let ok = redis::Client::open(n.url())
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
+                    .is_ok_and(|info| info.contains("cluster_state:ok"));
+                if ok {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "the cluster did not form"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes, dir }
+    }
+
+    /// `redis://127.0.0.1:<port>` of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        self.nodes.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -40,8 +40,13 @@ pub struct StoreSettings {
     /// When loopbrake itself fails, refuse the call (true) or let it run (false, default).
     pub fail_closed: bool,
     /// Redis: `redis://…` or `rediss://…` (TLS); credentials in it, or in
-    /// `$LOOPBRAKE_REDIS_USERNAME` / `$LOOPBRAKE_REDIS_PASSWORD`.
+    /// `$LOOPBRAKE_REDIS_USERNAME` / `$LOOPBRAKE_REDIS_PASSWORD`. The first node of a
+    /// cluster.
     pub url: String,
+    /// Redis Cluster: every seed node given (`url` as an array); empty for one server.
+    pub cluster_nodes: Vec<String>,
+    /// Redis: speak the Cluster protocol (set, or implied by several URLs).
+    pub cluster: bool,
     /// Redis: the prefix of every key.
     pub key_prefix: String,
     /// Redis: connecting gives up after this long.
@@ -59,6 +64,8 @@ impl Default for StoreSettings {
             lock_timeout: std::time::Duration::from_secs(3),
             fail_closed: false,
             url: "redis://127.0.0.1:6379".to_string(),
+            cluster_nodes: Vec::new(),
+            cluster: false,
             key_prefix: "loopbrake:".to_string(),
             connect_timeout: std::time::Duration::from_secs(2),
             command_timeout: std::time::Duration::from_secs(2),
@@ -73,6 +80,7 @@ const STORE_KEYS: &[&str] = &[
     "lock_timeout",
     "fail_closed",
     "url",
+    "cluster",
     "key_prefix",
     "connect_timeout",
     "command_timeout",
@@ -146,16 +154,40 @@ fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError> {
             }
             "lock_timeout" => s.lock_timeout = duration(k, val, MS, DAY)?,
             "url" => {
-                let u = val.as_str().unwrap_or("");
-                if let Err(rule) = check_redis_url(u) {
-                    // Never echo the value: a URL can carry a password.
-                    return Err(ConfigError {
-                        key: "store.url".into(),
-                        value: "(not shown)".into(),
-                        rule: rule.into(),
-                    });
+                // One server's URL, or a list of cluster nodes.
+                let urls: Vec<&str> = match val {
+                    toml::Value::Array(items) => {
+                        items.iter().map(|i| i.as_str().unwrap_or("")).collect()
+                    }
+                    other => vec![other.as_str().unwrap_or("")],
+                };
+                for u in &urls {
+                    if let Err(rule) = check_redis_url(u) {
+                        // Never echo the value: a URL can carry a password.
+                        return Err(ConfigError {
+                            key: "store.url".into(),
+                            value: "(not shown)".into(),
+                            rule: format!(
+                                "{rule} (or an array of such URLs, the nodes of a cluster)"
+                            ),
+                        });
+                    }
                 }
-                s.url = u.to_string();
+                if urls.is_empty() {
+                    return Err(store_err(k, val, "must name at least one Redis URL"));
+                }
+                s.url = urls[0].to_string();
+                if urls.len() > 1 {
+                    s.cluster = true;
+                    s.cluster_nodes = urls.iter().map(|u| u.to_string()).collect();
+                }
+            }
+            "cluster" => {
+                let b = val
+                    .as_bool()
+                    .ok_or_else(|| store_err(k, val, "must be a boolean (true or false)"))?;
+                // Several URLs already mean a cluster; `false` cannot undo that.
+                s.cluster |= b;
             }
             "key_prefix" => {
                 s.key_prefix = val
@@ -249,7 +281,17 @@ impl StoreSettings {
         out.push_str(&format!("idle_ttl = {}\n", d(self.idle_ttl)));
         out.push_str(&format!("lock_timeout = {}\n", d(self.lock_timeout)));
         out.push_str(&format!("fail_closed = {}\n", self.fail_closed));
-        out.push_str(&format!("url = {}\n", s(&shown_url(&self.url))));
+        if self.cluster_nodes.len() > 1 {
+            let list: Vec<String> = self
+                .cluster_nodes
+                .iter()
+                .map(|u| s(&shown_url(u)))
+                .collect();
+            out.push_str(&format!("url = [{}]\n", list.join(", ")));
+        } else {
+            out.push_str(&format!("url = {}\n", s(&shown_url(&self.url))));
+        }
+        out.push_str(&format!("cluster = {}\n", self.cluster));
         out.push_str(&format!("key_prefix = {}\n", s(&self.key_prefix)));
         out.push_str(&format!("connect_timeout = {}\n", d(self.connect_timeout)));
         out.push_str(&format!("command_timeout = {}\n", d(self.command_timeout)));
@@ -305,6 +347,13 @@ impl StoreSettings {
                     command_timeout: self.command_timeout,
                     username: env("LOOPBRAKE_REDIS_USERNAME").filter(|u| !u.is_empty()),
                     password: env("LOOPBRAKE_REDIS_PASSWORD").filter(|p| !p.is_empty()),
+                    cluster: self.cluster.then(|| {
+                        if self.cluster_nodes.is_empty() {
+                            vec![self.url.clone()]
+                        } else {
+                            self.cluster_nodes.clone()
+                        }
+                    }),
                 },
             )?)),
         }
@@ -661,6 +710,34 @@ mod tests {
             e.starts_with("loopbrake.toml: the file is not valid TOML (line 1, column 8): "),
             "{e}"
         );
+    }
+
+    #[test]
+    fn several_redis_urls_mean_a_cluster() {
+        let l = parse(
+            "[store]\nkind = \"redis\"\nurl = [\"redis://a:pw@10.0.0.1:6379\", \"redis://10.0.0.2:6379\"]\n",
+            &|_| None,
+        )
+        .unwrap();
+        assert!(l.store.cluster);
+        assert_eq!(l.store.cluster_nodes.len(), 2);
+        let shown = l.store.to_toml();
+        assert!(
+            shown.contains(
+                "url = [\"redis://hidden:hidden@10.0.0.1:6379\", \"redis://10.0.0.2:6379\"]"
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains("cluster = true"));
+        let one = parse("[store]\ncluster = true\n", &|_| None).unwrap();
+        assert!(one.store.cluster && one.store.cluster_nodes.is_empty());
+        let e = parse(
+            "[store]\nurl = [\"redis://ok:1\", \"http://no\"]\n",
+            &|_| None,
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "store.url");
+        assert!(parse("[store]\nurl = []\n", &|_| None).is_err());
     }
 
     fn load_file_text(text: &str) -> String {
