@@ -22,6 +22,30 @@ fn commands_processed(url: &str) -> u64 {
         .unwrap()
 }
 
+/// One client's decisions on `session`, kept below the gates (a user message every 50).
+fn decide(store: &RedisStore, engine: &Engine, session: &str, c: usize, per_client: usize) {
+    for i in 0..per_client {
+        let args =
+            json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
+        let id = format!("{c}-{i}");
+        let _ = update(store, session, |st| {
+            engine.pre(
+                st,
+                &Call {
+                    session,
+                    id: &id,
+                    tool: "Bash",
+                    args: &args,
+                },
+            )
+        })
+        .unwrap();
+        if i % 50 == 49 {
+            let _ = update(store, session, |st| engine.user_message(st)).unwrap();
+        }
+    }
+}
+
 fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) -> (f64, f64) {
     let engine = Engine::new(Config::default());
     let before = commands_processed(&server.url());
@@ -31,19 +55,17 @@ fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) ->
             let engine = &engine;
             let url = server.url();
             scope.spawn(move || {
-                let store = RedisStore::new(RedisOptions { url, ..RedisOptions::default() }).unwrap();
-                let session = if shared { "shared".to_string() } else { format!("client-{c}") };
-                for i in 0..per_client {
-                    let args = json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
-                    let id = format!("{c}-{i}");
-                    let _ = update(&store, &session, |st| {
-                        engine.pre(st, &Call { session: &session, id: &id, tool: "Bash", args: &args })
-                    })
-                    .unwrap();
-                    if i % 50 == 49 {
-                        let _ = update(&store, &session, |st| engine.user_message(st)).unwrap();
-                    }
-                }
+                let store = RedisStore::new(RedisOptions {
+                    url,
+                    ..RedisOptions::default()
+                })
+                .unwrap();
+                let session = if shared {
+                    "shared".to_string()
+                } else {
+                    format!("client-{c}")
+                };
+                decide(&store, engine, &session, c, per_client);
             });
         }
     });
@@ -62,18 +84,7 @@ fn rate(opts: &RedisOptions, clients: usize, per_client: usize) -> f64 {
             let (engine, opts) = (&engine, opts.clone());
             scope.spawn(move || {
                 let store = RedisStore::new(opts).unwrap();
-                let session = format!("client-{c}");
-                for i in 0..per_client {
-                    let args = json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
-                    let id = format!("{c}-{i}");
-                    let _ = update(&store, &session, |st| {
-                        engine.pre(st, &Call { session: &session, id: &id, tool: "Bash", args: &args })
-                    })
-                    .unwrap();
-                    if i % 50 == 49 {
-                        let _ = update(&store, &session, |st| engine.user_message(st)).unwrap();
-                    }
-                }
+                decide(&store, engine, &format!("client-{c}"), c, per_client);
             });
         }
     });

@@ -119,40 +119,30 @@ impl SqliteStore {
                 warnings: Mutex::new(Vec::new()),
             });
         }
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| err(e.to_string()))?;
-        // WAL + NORMAL: a crashed process never corrupts the file; a power cut may lose the
-        // last decisions, which only makes the brake forget a little.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| err(e.to_string()))?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS sessions (
-                 key TEXT PRIMARY KEY,
-                 state BLOB NOT NULL,
-                 updated_ms INTEGER NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_ms);
-             CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
-        )
-        .map_err(|e| err(e.to_string()))?;
-        let version: Option<i64> = conn
-            .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
-            .optional()
-            .map_err(|e| err(e.to_string()))?;
-        match version {
-            None => {
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?1)",
-                    params![SCHEMA],
-                )
-                .map_err(|e| err(e.to_string()))?;
+        // The first openers of a new file race to create it; SQLite answers a writer that
+        // loses that race "database is locked" at once (switching to WAL does not wait),
+        // so the setup is retried until `lock_timeout`.
+        let deadline = std::time::Instant::now() + opts.lock_timeout;
+        let version = loop {
+            match create_schema(&conn) {
+                Ok(v) => break v,
+                Err(e)
+                    if matches!(
+                        e.sqlite_error_code(),
+                        Some(
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        )
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(err(e.to_string())),
             }
-            Some(v) if v > SCHEMA => {
-                return Err(err(format!(
+        };
+        if let Some(v) = version.filter(|v| *v > SCHEMA) {
+            return Err(err(format!(
                 "the file was written by a newer loopbrake (schema {v}, this one knows {SCHEMA})"
-            )))
-            }
-            Some(_) => {}
+            )));
         }
         Ok(SqliteStore {
             path: path.to_path_buf(),
@@ -201,6 +191,34 @@ impl SqliteStore {
             })
         }
     }
+}
+
+/// Makes a new file ours: WAL mode, the tables, the schema version. Idempotent; returns
+/// the version the file already had, if any.
+fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // WAL + NORMAL: a crashed process never corrupts the file; a power cut may lose the
+    // last decisions, which only makes the brake forget a little.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS sessions (
+             key TEXT PRIMARY KEY,
+             state BLOB NOT NULL,
+             updated_ms INTEGER NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_ms);
+         CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+    )?;
+    let version: Option<i64> = conn
+        .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
+        .optional()?;
+    if version.is_none() {
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', ?1)",
+            params![SCHEMA],
+        )?;
+    }
+    Ok(version)
 }
 
 /// Checkpoints and truncates the write-ahead log when it has grown past

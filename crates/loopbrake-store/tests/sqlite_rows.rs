@@ -51,3 +51,30 @@ fn a_corrupt_session_row_is_skipped_with_a_warning_not_fatal() {
     assert!(store.remove("bad-json").unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Openers racing each other (hook processes of one batch: the very first time, or while
+/// others write) all get a working store: a lock met while making sure the file is ours is
+/// waited for up to `lock_timeout`, never reported as "database is locked".
+#[test]
+fn concurrent_opens_all_succeed() {
+    let dir = std::env::temp_dir().join(format!("lb-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("state.db");
+    std::thread::scope(|scope| {
+        for w in 0..4 {
+            let path = &path;
+            scope.spawn(move || {
+                for i in 0..300 {
+                    let s = SqliteStore::open(path, SqliteOptions::default())
+                        .unwrap_or_else(|e| panic!("open {w}/{i}: {e}"));
+                    s.update(&format!("s{}", i % 3), &mut |st| {
+                        st.streak = Default::default();
+                    })
+                    .unwrap();
+                    s.update(&format!("s{}", i % 3), &mut |_| {}).unwrap();
+                }
+            });
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

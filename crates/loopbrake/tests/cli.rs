@@ -429,19 +429,10 @@ fn replay_of_a_recorded_run_without_from_names_the_format() {
         "{err}"
     );
     // Protocol events are still replayed as they are.
-    let out = bin()
-        .arg("replay")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(
-                b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
-            )?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let out = run_with_stdin(
+        bin().arg("replay"),
+        b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
+    );
     assert!(out.status.success());
     assert!(String::from_utf8(out.stdout)
         .unwrap()
@@ -632,22 +623,10 @@ fn replay_exits_1_when_a_call_was_judged_without_its_store() {
         "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:1\"\nconnect_timeout = \"200ms\"\n",
     )
     .unwrap();
-    let mut child = bin()
-        .args(["replay", "--config"])
-        .arg(&cfg)
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n")
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        bin().args(["replay", "--config"]).arg(&cfg).arg("-"),
+        b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
+    );
     let line = String::from_utf8(out.stdout).unwrap();
     assert!(
         line.contains("\"degraded\":\"loopbrake could not judge this call: redis 127.0.0.1:1"),
@@ -660,22 +639,7 @@ fn replay_exits_1_when_a_call_was_judged_without_its_store() {
 fn nesting_past_the_limit_is_named_as_such() {
     let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
     let line = format!("{{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\",\"args\":{{\"a\":{deep}}}}}\n");
-    let mut child = bin()
-        .args(["replay", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(line.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(bin().args(["replay", "-"]), line.as_bytes());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("nests deeper than 128 levels"), "{text}");
     assert!(!text.contains("syntax error"), "{text}");
@@ -705,22 +669,7 @@ fn secret_loop() -> String {
 }
 
 fn replay_with(args: &[&str], input: &str) -> (String, String) {
-    use std::io::Write;
-    let mut child = bin()
-        .arg("replay")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(bin().arg("replay").args(args), input.as_bytes());
     (
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),

@@ -462,24 +462,7 @@ fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
 #[test]
 fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
     let dir = tmpdir("hooks", "oversized");
-    let mut child = bin(&dir)
-        .args(["hook", "claude"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        let chunk = vec![b' '; 1 << 20];
-        for _ in 0..65 {
-            if stdin.write_all(&chunk).is_err() {
-                break;
-            }
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
+    let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), &vec![b' '; 65 << 20]);
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -493,20 +476,7 @@ fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
     let payload: String = format!(
         "{{\"session_id\":\"s\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"x\":{deep}}},\"tool_use_id\":\"t\"}}"
     );
-    let mut child = bin(&dir)
-        .args(["hook", "claude"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), payload.as_bytes());
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -10,9 +10,9 @@ mod support;
 use support::*;
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn node_modules() -> PathBuf {
     let p = std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
@@ -152,19 +152,13 @@ fn loopbrake_verdicts(events: &str) -> Vec<(String, String)> {
         "[streak]\nenabled = false\n[breaker]\nprogress = false\n[breaker.tools]\nshell = [\"bash\", \"pwsh\", \"shell\"]\n[breaker.ignore_args]\nexecute_bash = []\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
-        .args(["replay", "--config"])
-        .arg(&cfg)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = events.to_string();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
+    let out = run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+            .args(["replay", "--config"])
+            .arg(&cfg)
+            .arg("-"),
+        events.as_bytes(),
+    );
     assert!(out.status.success());
     String::from_utf8(out.stdout)
         .unwrap()
@@ -182,19 +176,12 @@ fn loopbrake_verdicts(events: &str) -> Vec<(String, String)> {
 }
 
 fn original_verdicts(events: &str) -> Vec<(String, String)> {
-    let mut child = Command::new("node")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/original_breaker.mjs"))
-        .arg(node_modules())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = events.to_string();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
+    let out = run_with_stdin(
+        Command::new("node")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/original_breaker.mjs"))
+            .arg(node_modules()),
+        events.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "{}",

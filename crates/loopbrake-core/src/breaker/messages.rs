@@ -109,6 +109,18 @@ fn struggle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
     track_hits(hits, super::Track::Struggle)
 }
 
+/// `- <fp> — <N> <what> (<the last failure>)`, one line per hit.
+fn failure_lines<'a>(s: &mut String, hits: impl Iterator<Item = &'a Hit>, what: &str) {
+    for h in hits {
+        let why = h
+            .failure
+            .as_ref()
+            .map(|f| f.to_string())
+            .unwrap_or_else(|| "the call failed".into());
+        let _ = writeln!(s, "- {} — {} {what} ({why})", h.fingerprint, h.count);
+    }
+}
+
 fn cycle_line(h: &Hit) -> String {
     format!(
         "{} starts a cycle of {} calls for the {} time; every round returned the same results",
@@ -178,18 +190,7 @@ pub fn denial(
             "REPEAT_TOOL_BLOCKED: {name} (consecutive failures). The call was stopped before executing."
         );
         s.push_str("Failing target(s):\n");
-        for h in failure_hits(hits) {
-            let why = h
-                .failure
-                .as_ref()
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "the call failed".into());
-            let _ = writeln!(
-                s,
-                "- {} — {} consecutive failures ({why})",
-                h.fingerprint, h.count
-            );
-        }
+        failure_lines(&mut s, failure_hits(hits), "consecutive failures");
         s.push_str(
             "Rephrasing the same call will not fix it. Read the failure, check that the target exists, \
              or fix the cause. A different call (reading an error log, a grep, another endpoint) is not blocked.\n",
@@ -239,18 +240,11 @@ pub fn denial(
             "REPEAT_TOOL_BLOCKED: {name} (failing after changes). The call was stopped before executing."
         );
         s.push_str("Still failing:\n");
-        for h in struggle_hits(hits) {
-            let why = h
-                .failure
-                .as_ref()
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "the call failed".into());
-            let _ = writeln!(
-                s,
-                "- {} — {} failures the same way since it last succeeded ({why})",
-                h.fingerprint, h.count
-            );
-        }
+        failure_lines(
+            &mut s,
+            struggle_hits(hits),
+            "failures the same way since it last succeeded",
+        );
     }
     if refused {
         s.push_str(

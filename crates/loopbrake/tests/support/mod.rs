@@ -44,3 +44,24 @@ pub fn output_with_deadline(mut cmd: Command, secs: u64) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Runs a command with `input` on its stdin (written from another thread, so a command
+/// that answers while it reads never deadlocks) and returns its output.
+pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // A command may exit before reading everything (a payload past its limit): fine.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
