@@ -377,7 +377,7 @@ pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
                 str_field(p, "transcript_path")
                     .and_then(|t| codex_exit_code(std::path::Path::new(t), id))
             })
-            .or_else(|| loopbrake_protocol::import::codex::exit_code_in_text(&text));
+            .or_else(|| loopbrake_import::codex::exit_code_in_text(&text));
     }
     o.text = Some(text);
     o
@@ -421,9 +421,8 @@ pub fn codex_exit_code(path: &std::path::Path, id: &str) -> Option<i64> {
         if payload.get("call_id").and_then(Value::as_str) != Some(id) {
             continue;
         }
-        let out = loopbrake_protocol::import::codex::output_outcome(
-            payload.get("output").unwrap_or(&Value::Null),
-        );
+        let out =
+            loopbrake_import::codex::output_outcome(payload.get("output").unwrap_or(&Value::Null));
         return out.get("exit_code").and_then(Value::as_i64);
     }
     None

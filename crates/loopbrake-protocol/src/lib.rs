@@ -9,7 +9,8 @@
 #![deny(missing_docs)]
 
 pub mod event;
-pub mod import;
+/// The importers of recorded runs (the `loopbrake-import` crate).
+pub use loopbrake_import as import;
 pub mod processor;
 pub mod reader;
 pub mod report;

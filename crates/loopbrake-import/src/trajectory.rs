@@ -2,7 +2,7 @@
 //! `{"session", "seq", "tool", "args", "ok", "exit_code", "status", "output_head"}`.
 //! Lines of one session are consecutive; a session ends when the next one starts.
 
-use super::{parse_line, Importer, Warnings};
+use crate::{parse_line, Importer, Warnings};
 use serde_json::{json, Map, Value};
 
 /// Importer for the trajectory format.

@@ -4,7 +4,7 @@
 //! payloads are outcomes (the exit code is read from the output text or its metadata),
 //! and `event_msg` payloads of type `user_message` are real user prompts.
 
-use super::{content_text, parse_line, Importer, Warnings};
+use crate::{content_text, parse_line, Importer, Warnings};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;

@@ -4,7 +4,7 @@
 //! text and no tool result, not `isMeta`) are `user` events. Sub-agent lines
 //! (`isSidechain` with an `agentId`) are counted in their own session.
 
-use super::{content_text, parse_line, Importer, Warnings};
+use crate::{content_text, parse_line, Importer, Warnings};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashSet};
 

@@ -1,9 +1,13 @@
-//! Importers: recorded agent runs turned into protocol events, so "what would loopbrake
-//! have done to my sessions?" is one `loopbrake replay --from FORMAT` away.
+//! Importers of recorded agent runs: each turns a run into loopbrake protocol events
+//! (JSON values: `call`, `result`, `user`, `end`), so "what would loopbrake have done to my
+//! sessions?" is one `loopbrake replay --from FORMAT` away, and a hook can read the output
+//! a host recorded (a Codex rollout) the same way the replay does.
 //!
 //! Every importer streams: one input line in, zero or more events out. Input it cannot
 //! use (truncated lines, unknown record types, results with no call) is skipped and
 //! counted in [`Warnings`], never fatal.
+
+#![deny(missing_docs)]
 
 mod claude;
 pub mod codex;
@@ -81,7 +85,7 @@ pub const FORMATS: &[&str] = &["trajectory", "claude-code", "codex"];
 /// that is not a protocol event): so `replay` without `--from` can say which to use.
 ///
 /// ```
-/// use loopbrake_protocol::import::detect;
+/// use loopbrake_import::detect;
 /// assert_eq!(detect(br#"{"session": "s", "seq": 0, "tool": "bash", "args": {}}"#), Some("trajectory"));
 /// assert_eq!(detect(br#"{"type": "assistant", "sessionId": "x", "message": {}}"#), Some("claude-code"));
 /// assert_eq!(detect(br#"{"type": "session_meta", "payload": {"id": "x"}}"#), Some("codex"));
