@@ -15,6 +15,7 @@
 use crate::processor::Record;
 use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::{Settled, Verdict};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -422,60 +423,68 @@ impl Report {
     }
 
     /// One self-contained HTML page: a timeline per session and a histogram of the
-    /// longest repeat per session.
+    /// longest repeat per session. Rendered with `maud`, which escapes every value it
+    /// inserts (session names, fingerprints and labels come from recorded runs).
     pub fn html(&self) -> String {
         let t = self.totals();
-        let mut o = String::new();
-        o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>loopbrake replay report</title>\n<style>\n");
-        o.push_str("body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}");
-        o.push_str(".legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}");
-        o.push_str("table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}svg text{font:11px system-ui,sans-serif}\n");
-        o.push_str("</style></head><body>\n<h1>loopbrake replay report</h1>\n");
-        let _ = writeln!(o, "<p id=\"totals\">{} sessions, {} calls: {} advisories, {} asks, {} calls stopped; <b>{}</b> sessions gated, <b>{}</b> calls saved.</p>", t.sessions, t.calls, t.advisories, t.asks, t.stopped, t.gated, t.saved);
-        if t.stopped > 0 {
-            let _ = writeln!(o, "<p id=\"waste\">{}</p>", esc(&t.waste_line()));
-        }
-        o.push_str("<p class=\"legend\"><span><i class=\"sw\" style=\"background:#c8c8c8\"></i>allow</span><span><i class=\"sw\" style=\"background:#e0a800\"></i>advise</span><span><i class=\"sw\" style=\"background:#2f6fdb\"></i>ask</span><span><i class=\"sw\" style=\"background:#d62828\"></i>deny</span></p>\n");
-
-        o.push_str("<h2>Timelines</h2>\n");
-        let shown: Vec<&SessionReport> = {
-            let mut v: Vec<&SessionReport> = self.sessions.iter().filter(|s| s.active()).collect();
-            v.truncate(300);
-            v
-        };
-        if shown.is_empty() {
-            o.push_str("<p>No session drew an advisory or a gate.</p>\n");
-        }
-        for s in &shown {
-            o.push_str(&timeline_svg(s));
-        }
+        let shown: Vec<&SessionReport> = self
+            .sessions
+            .iter()
+            .filter(|s| s.active())
+            .take(300)
+            .collect();
         let quiet = self.sessions.iter().filter(|s| !s.active()).count();
-        if quiet > 0 {
-            let _ = writeln!(o, "<p>{quiet} sessions drew no advisory and no gate.</p>");
-        }
-
-        o.push_str("<h2>Longest repeat per session</h2>\n");
-        o.push_str(&histogram_svg(&self.sessions));
-
         let top = self.top_fired(10);
-        if !top.is_empty() {
-            o.push_str("<h2>Fingerprints that fired most</h2>\n<table><tr><th>fingerprint</th><th>times</th></tr>\n");
-            for (fp, n) in top {
-                let _ = writeln!(o, "<tr><td>{}</td><td>{n}</td></tr>", esc(&short(fp, 120)));
+        let page = html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    title { "loopbrake replay report" }
+                    style { (PreEscaped(CSS)) }
+                }
+                body {
+                    h1 { "loopbrake replay report" }
+                    p id="totals" { (t.summary()) "." }
+                    @if t.stopped > 0 {
+                        p id="waste" { (t.waste_line()) }
+                    }
+                    p class="legend" {
+                        @for v in [Verdict::Allow, Verdict::Advise, Verdict::Ask, Verdict::Deny] {
+                            span { i class="sw" style={ "background:" (color(v)) } {} (v.as_str()) }
+                        }
+                    }
+                    h2 { "Timelines" }
+                    @if shown.is_empty() {
+                        p { "No session drew an advisory or a gate." }
+                    }
+                    @for s in &shown {
+                        (timeline_svg(s))
+                    }
+                    @if quiet > 0 {
+                        p { (quiet) " sessions drew no advisory and no gate." }
+                    }
+                    h2 { "Longest repeat per session" }
+                    (histogram_svg(&self.sessions))
+                    @if !top.is_empty() {
+                        h2 { "Fingerprints that fired most" }
+                        table {
+                            tr { th { "fingerprint" } th { "times" } }
+                            @for (fp, n) in &top {
+                                tr { td { (short(fp, 120)) } td { (n) } }
+                            }
+                        }
+                    }
+                }
             }
-            o.push_str("</table>\n");
-        }
-        o.push_str("</body></html>\n");
-        o
+        };
+        page.into_string() + "\n"
     }
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
+.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}\
+table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}svg text{font:11px system-ui,sans-serif}";
 
 fn color(v: Verdict) -> &'static str {
     match v {
@@ -486,7 +495,7 @@ fn color(v: Verdict) -> &'static str {
     }
 }
 
-fn timeline_svg(s: &SessionReport) -> String {
+fn timeline_svg(s: &SessionReport) -> Markup {
     let step = 12.0_f64;
     let n = s.marks.len().max(1);
     let labels: Vec<(usize, &String)> = s
@@ -502,60 +511,34 @@ fn timeline_svg(s: &SessionReport) -> String {
         .fold(0.0_f64, f64::max);
     let width = (40.0 + n as f64 * step).max(label_extent).max(320.0);
     let height = 46.0 + labels.len() as f64 * 14.0;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "<div class=\"session\"><b>{}</b> — {} calls, first gate {}, {} saved<br>",
-        esc(&s.name),
-        s.calls,
-        s.first_gate
-            .map(|g| format!("at call {g}"))
-            .unwrap_or_else(|| "none".into()),
-        s.saved()
-    );
-    let _ = writeln!(o, "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\">");
-    let _ = writeln!(
-        o,
-        "<line x1=\"10\" y1=\"20\" x2=\"{:.0}\" y2=\"20\" stroke=\"#999\"/>",
-        width - 10.0
-    );
-    for (i, m) in s.marks.iter().enumerate() {
-        let x = 16.0 + i as f64 * step;
-        let r = if m.verdict == Verdict::Allow {
-            3.5
-        } else {
-            5.5
-        };
-        let _ = writeln!(
-            o,
-            "<circle class=\"mark {}\" cx=\"{x:.1}\" cy=\"20\" r=\"{r}\" fill=\"{}\"><title>call {}: {}</title></circle>",
-            m.verdict.as_str(),
-            color(m.verdict),
-            i + 1,
-            m.verdict.as_str()
-        );
+    let first_gate = s
+        .first_gate
+        .map(|g| format!("at call {g}"))
+        .unwrap_or_else(|| "none".into());
+    html! {
+        div class="session" {
+            b { (s.name) } " — " (s.calls) " calls, first gate " (first_gate) ", " (s.saved()) " saved"
+            br;
+            svg class="timeline" xmlns="http://www.w3.org/2000/svg" width=(format!("{width:.0}")) height=(format!("{height:.0}")) role="img" {
+                line x1="10" y1="20" x2=(format!("{:.0}", width - 10.0)) y2="20" stroke="#999" {}
+                @for (i, m) in s.marks.iter().enumerate() {
+                    circle class={ "mark " (m.verdict.as_str()) } cx=(format!("{:.1}", 16.0 + i as f64 * step)) cy="20"
+                        r=(if m.verdict == Verdict::Allow { "3.5" } else { "5.5" }) fill=(color(m.verdict)) {
+                        title { "call " (i + 1) ": " (m.verdict.as_str()) }
+                    }
+                }
+                @for (row, (i, label)) in labels.iter().enumerate() {
+                    @let x = 16.0 + *i as f64 * step;
+                    @let y = 44.0 + row as f64 * 14.0;
+                    line x1=(format!("{x:.1}")) y1="26" x2=(format!("{x:.1}")) y2=(format!("{:.0}", y - 10.0)) stroke="#ccc" {}
+                    text x=(format!("{:.1}", x + 3.0)) y=(format!("{y:.0}")) { "call " (i + 1) ": " (label) }
+                }
+            }
+        }
     }
-    for (row, (i, label)) in labels.iter().enumerate() {
-        let x = 16.0 + *i as f64 * step;
-        let y = 44.0 + row as f64 * 14.0;
-        let _ = writeln!(
-            o,
-            "<line x1=\"{x:.1}\" y1=\"26\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#ccc\"/>",
-            y - 10.0
-        );
-        let _ = writeln!(
-            o,
-            "<text x=\"{:.1}\" y=\"{y:.0}\">call {}: {}</text>",
-            x + 3.0,
-            i + 1,
-            esc(label)
-        );
-    }
-    o.push_str("</svg></div>\n");
-    o
 }
 
-fn histogram_svg(sessions: &[SessionReport]) -> String {
+fn histogram_svg(sessions: &[SessionReport]) -> Markup {
     // Bins 1..=19 and 20+.
     let mut bins = [0u32; 20];
     for s in sessions {
@@ -563,37 +546,24 @@ fn histogram_svg(sessions: &[SessionReport]) -> String {
         bins[b] += 1;
     }
     let max = bins.iter().copied().max().unwrap_or(0).max(1) as f64;
-    let (w, h, bw) = (660.0, 220.0, 28.0);
-    let mut o = String::new();
-    let _ = writeln!(o, "<svg id=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" role=\"img\">");
-    for (i, &c) in bins.iter().enumerate() {
-        let bh = (c as f64 / max) * 160.0;
-        let x = 30.0 + i as f64 * (bw + 4.0);
-        let y = 180.0 - bh;
-        let _ = writeln!(
-            o,
-            "<rect class=\"bar\" x=\"{x:.0}\" y=\"{y:.1}\" width=\"{bw}\" height=\"{bh:.1}\" fill=\"#2f6fdb\"><title>{c} sessions</title></rect>"
-        );
-        if c > 0 {
-            let _ = writeln!(
-                o,
-                "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{c}</text>",
-                x + bw / 2.0,
-                y - 3.0
-            );
+    let bw = 28.0;
+    html! {
+        svg id="histogram" xmlns="http://www.w3.org/2000/svg" width="660" height="220" role="img" {
+            @for (i, &c) in bins.iter().enumerate() {
+                @let bh = (c as f64 / max) * 160.0;
+                @let x = 30.0 + i as f64 * (bw + 4.0);
+                @let y = 180.0 - bh;
+                rect class="bar" x=(format!("{x:.0}")) y=(format!("{y:.1}")) width=(bw) height=(format!("{bh:.1}")) fill="#2f6fdb" {
+                    title { (c) " sessions" }
+                }
+                @if c > 0 {
+                    text x=(format!("{:.0}", x + bw / 2.0)) y=(format!("{:.0}", y - 3.0)) text-anchor="middle" { (c) }
+                }
+                text x=(format!("{:.0}", x + bw / 2.0)) y="196" text-anchor="middle" {
+                    @if i == 19 { "20+" } @else { (i + 1) }
+                }
+            }
+            text x="30" y="214" { "times one exact call occurs in a session (sessions per bin)" }
         }
-        let label = if i == 19 {
-            "20+".to_string()
-        } else {
-            (i + 1).to_string()
-        };
-        let _ = writeln!(
-            o,
-            "<text x=\"{:.0}\" y=\"196\" text-anchor=\"middle\">{label}</text>",
-            x + bw / 2.0
-        );
     }
-    let _ = writeln!(o, "<text x=\"30\" y=\"214\">times one exact call occurs in a session (sessions per bin)</text>");
-    o.push_str("</svg>\n");
-    o
 }
