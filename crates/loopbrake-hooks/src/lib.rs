@@ -22,7 +22,8 @@
 pub mod init;
 
 use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
-use loopbrake_store::{update, with_sub_agents, Store};
+use loopbrake_session::{SessionError, Sessions};
+use loopbrake_store::Store;
 use serde_json::{json, Value};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -73,10 +74,12 @@ pub struct Context<'a> {
 enum HookError {
     #[error("{0}")]
     Payload(String),
+    /// The store could not be opened (its message, credentials never included).
     #[error("{0}")]
     Store(String),
-    #[error("{0}")]
-    Engine(#[from] EngineError),
+    /// The session service failed: the store, or the engines.
+    #[error(transparent)]
+    Session(#[from] SessionError),
 }
 
 fn clip(s: &str) -> String {
@@ -155,14 +158,9 @@ fn answer(
             };
             reply.warnings.push(format!("could not handle {what}: {e}"));
             // Fail closed only where there is something to refuse, and only when asked.
-            if ctx.fail_closed && (event == "PreToolUse" || event.is_empty()) {
-                reply.stdout = Some(pre_output(
-                    "deny",
-                    &format!(
-                        "loopbrake could not judge this call ({e}), and its configuration refuses calls it cannot judge \
-                         ([store] fail_closed = true). Tell the user; do not retry the same call."
-                    ),
-                ));
+            let policy = loopbrake_session::unjudged(&e.to_string(), ctx.fail_closed);
+            if policy.refuse && (event == "PreToolUse" || event.is_empty()) {
+                reply.stdout = Some(pre_output("deny", &policy.refusal));
             }
         }
     }
@@ -186,10 +184,7 @@ fn context_output(event: &str, text: &str) -> String {
 fn session_key(p: &Value) -> Result<String, HookError> {
     let session = str_field(p, "session_id")
         .ok_or_else(|| HookError::Payload("the payload has no session_id".into()))?;
-    Ok(match str_field(p, "agent_id") {
-        Some(agent) => loopbrake_core::engine::agent_session_key(session, agent),
-        None => session.to_string(),
-    })
+    Ok(loopbrake_session::key(session, str_field(p, "agent_id")))
 }
 
 /// The call id: the host's `tool_use_id`, or, without one, an id derived from the call
@@ -234,10 +229,6 @@ fn post_call_id(p: &Value, tool: &str, args: &Value, st: &loopbrake_core::Sessio
     }
 }
 
-fn store_err(e: loopbrake_store::StoreError) -> HookError {
-    HookError::Store(e.to_string())
-}
-
 fn dispatch(
     dialect: Dialect,
     event: &str,
@@ -245,45 +236,29 @@ fn dispatch(
     engine: &Engine,
     store: &dyn Store,
 ) -> Result<Option<String>, HookError> {
+    let sessions = Sessions::new(engine, store);
     match event {
-        "PreToolUse" => pre_tool_use(p, engine, store),
-        "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, engine, store),
+        "PreToolUse" => pre_tool_use(p, &sessions),
+        "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, &sessions),
         "UserPromptSubmit" => {
-            let key = session_key(p)?;
-            for k in with_sub_agents(store, &key).map_err(store_err)? {
-                update(store, &k, |st| engine.user_message(st)).map_err(store_err)?;
-            }
+            sessions.user_message(&session_key(p)?)?;
             Ok(None)
         }
         "Stop" | "PostToolBatch" | "SubagentStop" => {
-            let key = session_key(p)?;
-            let keys = if event == "Stop" {
-                with_sub_agents(store, &key).map_err(store_err)?
-            } else {
-                vec![key]
-            };
-            for k in keys {
-                if store.get(&k).map_err(store_err)?.is_some() {
-                    update(store, &k, |st| engine.close_open_calls(st)).map_err(store_err)?;
-                }
-            }
+            sessions.close_open_calls(&session_key(p)?, event == "Stop")?;
             Ok(None)
         }
         "SessionEnd" => {
-            let key = session_key(p)?;
-            for k in with_sub_agents(store, &key).map_err(store_err)? {
-                store.remove(&k).map_err(store_err)?;
-            }
+            sessions.end(&session_key(p)?)?;
             Ok(None)
         }
         _ => Ok(None),
     }
 }
 
-fn pre_tool_use(
+fn pre_tool_use<S: Store + ?Sized>(
     p: &Value,
-    engine: &Engine,
-    store: &dyn Store,
+    sessions: &Sessions<'_, S>,
 ) -> Result<Option<String>, HookError> {
     let key = session_key(p)?;
     let tool = str_field(p, "tool_name")
@@ -297,7 +272,7 @@ fn pre_tool_use(
         tool,
         args,
     };
-    let d = update(store, &key, |st| engine.pre(st, &call)).map_err(store_err)??;
+    let d = sessions.pre(&key, &call)?;
     Ok(match d.verdict {
         Verdict::Allow => None,
         Verdict::Advise => {
@@ -428,31 +403,22 @@ pub fn codex_exit_code(path: &std::path::Path, id: &str) -> Option<i64> {
     None
 }
 
-fn post_tool_use(
+fn post_tool_use<S: Store + ?Sized>(
     dialect: Dialect,
     event: &str,
     p: &Value,
-    engine: &Engine,
-    store: &dyn Store,
+    sessions: &Sessions<'_, S>,
 ) -> Result<Option<String>, HookError> {
     let key = session_key(p)?;
     let tool = str_field(p, "tool_name").unwrap_or("");
     let empty = json!({});
     let args = p.get("tool_input").unwrap_or(&empty);
     let outcome = outcome_of(dialect, event, p);
-    let post = update(store, &key, |st| {
-        let id = post_call_id(p, tool, args, st);
-        // A post event for an asked call means the operator approved it and it ran.
-        if st.breaker.pending_asks().iter().any(|x| x == &id) {
-            let _ = engine.answer(st, &id, true);
-        }
-        engine.post(st, &id, &outcome)
-    })
-    .map_err(store_err)?;
-    let post = match post {
+    // A post event means the call ran: an ask still pending for it was approved.
+    let post = match sessions.post_ran(&key, |st| post_call_id(p, tool, args, st), &outcome) {
         Ok(p) => p,
         // A call this hook never saw (installed mid-call, or already closed): nothing to do.
-        Err(EngineError::UnknownCall(_)) => return Ok(None),
+        Err(SessionError::Engine(EngineError::UnknownCall(_))) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     if post.advisories.is_empty() {

@@ -25,8 +25,9 @@
 
 pub mod http;
 
-use loopbrake_core::{Call, Decision, Engine, EngineError, Outcome, Verdict};
-use loopbrake_store::{update, Store};
+use loopbrake_core::{Call, Engine, Outcome, Verdict};
+use loopbrake_session::{SessionError, Sessions};
+use loopbrake_store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -180,18 +181,13 @@ impl Shared {
         self.opts.default_session.clone()
     }
 
-    /// Runs an engine step on a session in the store, off the async threads.
-    fn with_state<R>(
-        &self,
-        session: &str,
-        f: impl FnMut(&mut loopbrake_core::SessionState) -> R,
-    ) -> Result<R, String> {
+    /// Runs a step of the session service, off the async threads.
+    fn with_sessions<R>(&self, f: impl FnOnce(&Sessions<'_, dyn Store>) -> R) -> R {
         // block_in_place: no hand-off to another thread (a memory store answers in
         // microseconds), yet a slow store (SQLite, Redis) does not stall other tasks.
-        let mut f = f;
-        tokio::task::block_in_place(|| {
-            update(self.opts.store.as_ref(), session, &mut f).map_err(|e| e.to_string())
-        })
+        let sessions = Sessions::new(&self.opts.engine, self.opts.store.as_ref())
+            .with_fail_closed(self.opts.fail_closed);
+        tokio::task::block_in_place(|| f(&sessions))
     }
 
     fn deny_result(id: &Value, text: &str) -> Value {
@@ -247,12 +243,12 @@ impl Shared {
                 "counted by their hash"
             }
         );
-        if self.opts.fail_closed {
-            self.send_client(&Self::deny_result(
-                &id,
-                "loopbrake could not judge this call (its arguments nest too deep to read), and its configuration \
-                 refuses calls it cannot judge ([store] fail_closed = true). Tell the user; do not retry the same call.",
-            ));
+        let policy = loopbrake_session::unjudged(
+            "its arguments nest too deep to read",
+            self.opts.fail_closed,
+        );
+        if policy.refuse {
+            self.send_client(&Self::deny_result(&id, &policy.refusal));
             return;
         }
         self.tool_call(id, params, raw).await;
@@ -282,22 +278,16 @@ impl Shared {
             }),
         );
         // The engine is borrowed, never cloned: a clone would compile its lazy patterns again.
-        let engine = &self.opts.engine;
-        let decided: Result<Result<Decision, EngineError>, String> =
-            self.with_state(&session, |st| {
-                engine.pre(
-                    st,
-                    &Call {
-                        session: &session,
-                        id: &call_id,
-                        tool: &tool,
-                        args: &args,
-                    },
-                )
-            });
+        let call = Call {
+            session: &session,
+            id: &call_id,
+            tool: &tool,
+            args: &args,
+        };
+        let decided = self.with_sessions(|s| s.pre(&session, &call));
         let mut decision = match decided {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
+            Ok(d) => d,
+            Err(SessionError::Engine(e)) => {
                 self.inflight().remove(&key);
                 self.send_client(&Self::deny_result(
                     &id,
@@ -305,17 +295,13 @@ impl Shared {
                 ));
                 return;
             }
-            Err(problem) => {
+            Err(SessionError::Store(problem)) => {
                 eprintln!("loopbrake mcp: could not judge a call of {tool}: {problem}");
-                if self.opts.fail_closed {
+                let policy =
+                    loopbrake_session::unjudged(&problem.to_string(), self.opts.fail_closed);
+                if policy.refuse {
                     self.inflight().remove(&key);
-                    self.send_client(&Self::deny_result(
-                        &id,
-                        &format!(
-                            "loopbrake could not judge this call ({problem}), and its configuration refuses calls it \
-                             cannot judge ([store] fail_closed = true). Tell the user; do not retry the same call."
-                        ),
-                    ));
+                    self.send_client(&Self::deny_result(&id, &policy.refusal));
                 } else {
                     let _ = self.to_server.send(raw);
                 }
@@ -333,10 +319,9 @@ impl Shared {
                     .to_string();
                 false
             };
-            let engine = &self.opts.engine;
-            match self.with_state(&session, |st| engine.answer(st, &call_id, approved)) {
-                Ok(Ok(d)) => decision = d,
-                Ok(Err(_)) | Err(_) => {
+            match self.with_sessions(|s| s.answer(&session, &call_id, approved)) {
+                Ok(d) => decision = d,
+                Err(_) => {
                     decision.verdict = Verdict::Deny;
                     decision.message =
                         Some("The call was stopped: the approval could not be recorded.".into());
@@ -376,11 +361,8 @@ impl Shared {
             }
             outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
         }
-        let engine = &self.opts.engine;
         let mut advisories = ctx.advisories.clone();
-        if let Ok(Ok(post)) =
-            self.with_state(&ctx.session, |st| engine.post(st, &ctx.call_id, &outcome))
-        {
+        if let Ok(post) = self.with_sessions(|s| s.post(&ctx.session, &ctx.call_id, &outcome)) {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }
         if advisories.is_empty() {

@@ -10,7 +10,8 @@ use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
 };
-use loopbrake_store::{update, with_sub_agents, Store};
+use loopbrake_session::{SessionError, Sessions};
+use loopbrake_store::Store;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -400,21 +401,17 @@ impl Processor {
         args: &Value,
         agent: Option<&str>,
     ) -> Handled {
-        let key = match agent.filter(|a| !a.is_empty()) {
-            Some(a) => loopbrake_core::engine::agent_session_key(session, a),
-            None => session.to_string(),
-        };
-        let engine = &self.engine;
+        let key = loopbrake_session::key(session, agent);
         let call = Call {
             session: &key,
             id,
             tool,
             args,
         };
-        let decision = match update(self.store.as_ref(), &key, |st| engine.pre(st, &call)) {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => return self.error(line_no, &e.to_string()),
-            Err(e) => return self.store_failed(id, &e.to_string()),
+        let decision = match self.sessions().pre(&key, &call) {
+            Ok(d) => d,
+            Err(SessionError::Engine(e)) => return self.error(line_no, &e.to_string()),
+            Err(SessionError::Store(e)) => return self.store_failed(id, &e.to_string()),
         };
         // A settled ask keeps its id open: its `result` is accepted and ignored.
         self.remember(&key, id);
@@ -437,12 +434,14 @@ impl Processor {
     /// The store failed on a call: the configured policy decides, and the line says so.
     fn store_failed(&mut self, id: &str, problem: &str) -> Handled {
         self.degraded += 1;
-        let note = format!("loopbrake could not judge this call: {problem}");
-        let message = format!(
-            "{note}. Its configuration refuses calls it cannot judge ([store] fail_closed = true); do not retry the same call."
-        );
-        let (verdict, code, message) = if self.fail_closed {
-            ("deny", Some("STORE_UNAVAILABLE"), Some(message.as_str()))
+        let policy = self.sessions().unjudged(problem);
+        let note = policy.note;
+        let (verdict, code, message) = if policy.refuse {
+            (
+                "deny",
+                Some("STORE_UNAVAILABLE"),
+                Some(policy.refusal.as_str()),
+            )
         } else {
             ("allow", None, None)
         };
@@ -469,18 +468,14 @@ impl Processor {
             Ok(k) => k,
             Err(e) => return self.error(line_no, &e),
         };
-        let engine = &self.engine;
-        let decision = match update(self.store.as_ref(), &key, |st| {
-            engine.answer(st, id, approved)
-        }) {
-            Ok(Ok(d)) => d,
-            Ok(Err(EngineError::NotPending(_))) => {
+        let decision = match self.sessions().answer(&key, id, approved) {
+            Ok(d) => d,
+            Err(SessionError::Engine(EngineError::NotPending(_))) => {
                 return self.error(
                     line_no,
                     &format!("no ask is pending for call id {:?}", clip(id)),
                 )
             }
-            Ok(Err(e)) => return self.error(line_no, &e.to_string()),
             Err(e) => return self.error(line_no, &e.to_string()),
         };
         Handled {
@@ -504,10 +499,9 @@ impl Processor {
             Ok(k) => k,
             Err(e) => return self.error(line_no, &e),
         };
-        let engine = &self.engine;
-        let post = match update(self.store.as_ref(), &key, |st| engine.post(st, id, outcome)) {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
+        let post = match self.sessions().post(&key, id, outcome) {
+            Ok(p) => p,
+            Err(SessionError::Engine(e)) => {
                 self.forget(&key, id);
                 return self.error(line_no, &e.to_string());
             }
@@ -542,25 +536,16 @@ impl Processor {
         }
     }
 
-    /// The session and its sub-agent sessions, as the store knows them (so a `user` event
-    /// reaches sub-agents another process counted, on a shared store).
-    fn keys_of(&self, session: &str) -> Result<Vec<String>, String> {
-        with_sub_agents(self.store.as_ref(), session).map_err(|e| e.to_string())
+    /// The session service over this processor's engines and store.
+    fn sessions(&self) -> Sessions<'_, dyn Store> {
+        Sessions::new(&self.engine, self.store.as_ref()).with_fail_closed(self.fail_closed)
     }
 
     fn user(&mut self, line_no: u64, session: &str) -> Handled {
-        let engine = &self.engine;
-        let mut settled = Vec::new();
-        let keys = match self.keys_of(session) {
-            Ok(k) => k,
-            Err(e) => return self.error(line_no, &e),
+        let settled = match self.sessions().user_message(session) {
+            Ok(s) => s,
+            Err(e) => return self.error(line_no, &e.to_string()),
         };
-        for key in keys {
-            match update(self.store.as_ref(), &key, |st| engine.user_message(st)) {
-                Ok(s) => settled.extend(s),
-                Err(e) => return self.error(line_no, &e.to_string()),
-            }
-        }
         let line = session_line(session, &settled);
         Handled {
             line,
@@ -573,18 +558,19 @@ impl Processor {
     }
 
     fn end(&mut self, line_no: u64, session: &str) -> Handled {
-        let mut settled = Vec::new();
-        let keys = match self.keys_of(session) {
-            Ok(k) => k,
-            Err(e) => return self.error(line_no, &e),
+        let settled = match self.sessions().end(session) {
+            Ok(s) => s,
+            Err(e) => return self.error(line_no, &e.to_string()),
         };
+        // Its open calls (and its sub-agents') are closed.
+        let sub = loopbrake_session::agent_key_prefix(session);
+        let keys: Vec<String> = self
+            .open
+            .keys()
+            .filter(|k| k.as_str() == session || k.starts_with(&sub))
+            .cloned()
+            .collect();
         for key in keys {
-            if let Ok(Some(mut st)) = self.store.get(&key) {
-                settled.extend(self.engine.end(&mut st));
-            }
-            if let Err(e) = self.store.remove(&key) {
-                return self.error(line_no, &e.to_string());
-            }
             if let Some(q) = self.open.remove(&key) {
                 for id in q {
                     self.unlink(&key, &id);

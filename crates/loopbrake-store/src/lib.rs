@@ -144,7 +144,7 @@ pub(crate) fn decode_listed(
 
 /// A session's key followed by the keys of its stored sub-agent sessions (a sub-agent's
 /// key has no sub-agents of its own).
-pub fn with_sub_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, StoreError> {
+pub fn with_sub_agents<S: Store + ?Sized>(store: &S, key: &str) -> Result<Vec<String>, StoreError> {
     let mut keys = vec![key.to_string()];
     if !loopbrake_core::engine::is_agent_key(key) {
         keys.extend(store.keys_with_prefix(&loopbrake_core::engine::agent_key_prefix(key))?);
@@ -154,8 +154,8 @@ pub fn with_sub_agents(store: &dyn Store, key: &str) -> Result<Vec<String>, Stor
 
 /// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what
 /// the kept run of `f` returned.
-pub fn update<R>(
-    store: &dyn Store,
+pub fn update<R, S: Store + ?Sized>(
+    store: &S,
     session: &str,
     mut f: impl FnMut(&mut SessionState) -> R,
 ) -> Result<R, StoreError> {

@@ -1,37 +1,41 @@
 //! The library API for hosts that own their call sites: a [`Brake`] holding both engines
-//! and in-memory sessions, [`Brake::guard`] / [`Brake::guard_async`] that run a tool body
-//! only when allowed, [`Brake::wrap`] for one execute function, and [`decorate`] for a
-//! whole [`Tool`] definition.
+//! and a session store (in memory by default; SQLite or Redis to share state between
+//! processes), [`Brake::guard`] / [`Brake::guard_async`] that run a tool body only when
+//! allowed, [`Brake::wrap`] for one execute function, and [`decorate`] for a whole [`Tool`]
+//! definition. Every step goes through the session service (`loopbrake-session`), like
+//! every other adapter.
 
 use loopbrake_core::config::{no_env, Config, ConfigError};
 use loopbrake_core::{
-    Call, Decision, Engine, EngineError, Hit, LoopBrakeError, Outcome, PostDecision, SessionState,
-    Verdict,
+    Call, Decision, Engine, EngineError, Hit, LoopBrakeError, Outcome, PostDecision, Verdict,
 };
+use loopbrake_session::{SessionError, Sessions};
+use loopbrake_store::{MemoryStore, Store};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// Answers an operator question (`ask` verdicts): `true` approves. The reason is the text
 /// to show the operator.
 pub type Approver = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
-/// Both engines, with session state kept in memory, safe to share between threads.
-pub struct Brake {
+/// Both engines and a session store (`S`, in memory by default), safe to share between
+/// threads.
+pub struct Brake<S: Store = MemoryStore> {
     engine: Engine,
-    sessions: Mutex<HashMap<String, SessionState>>,
+    store: S,
+    fail_closed: bool,
     next_id: AtomicU64,
     approver: Option<Approver>,
 }
 
-impl fmt::Debug for Brake {
+impl<S: Store> fmt::Debug for Brake<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Brake")
             .field("engine", &self.engine)
-            .field("sessions", &self.lock().len())
+            .field("store", &self.store.describe())
             .field("approver", &self.approver.is_some())
             .finish()
     }
@@ -102,14 +106,9 @@ pub struct Guarded<T> {
 }
 
 impl Brake {
-    /// A brake with a validated configuration.
+    /// A brake with a validated configuration, keeping sessions in memory.
     pub fn new(config: Config) -> Self {
-        Brake {
-            engine: Engine::new(config),
-            sessions: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            approver: None,
-        }
+        Brake::with_store(config, MemoryStore::new())
     }
 
     /// A brake from `loopbrake.toml` text (no environment fallback).
@@ -120,6 +119,43 @@ impl Brake {
     /// ```
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         Ok(Brake::new(crate::settings::parse(text, &no_env)?.engine))
+    }
+}
+
+impl<S: Store> Brake<S> {
+    /// A brake keeping its sessions in `store`: a `SqliteStore` or `RedisStore` shares
+    /// them with every other process (hooks, proxies, other brakes) on that store.
+    ///
+    /// ```
+    /// use loopbrake::{Brake, Config};
+    /// use loopbrake_store::MemoryStore;
+    /// let brake = Brake::with_store(Config::default(), MemoryStore::new());
+    /// assert_eq!(brake.sessions(), 0);
+    /// ```
+    pub fn with_store(config: Config, store: S) -> Self {
+        Brake {
+            engine: Engine::new(config),
+            store,
+            fail_closed: false,
+            next_id: AtomicU64::new(1),
+            approver: None,
+        }
+    }
+
+    /// When the store fails, refuse the call (`true`) instead of running it unjudged
+    /// (`false`, the default).
+    pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
+        self.fail_closed = fail_closed;
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    fn sessions_service(&self) -> Sessions<'_, S> {
+        Sessions::new(&self.engine, &self.store).with_fail_closed(self.fail_closed)
     }
 
     /// Sets who answers `ask` verdicts. Without one, asks fail closed (denied).
@@ -136,12 +172,6 @@ impl Brake {
         &self.engine
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionState>> {
-        // A panic elsewhere while holding the lock leaves whole states behind (every
-        // update is applied to a value in place), so the map is still usable.
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A fresh call id, unique within this brake.
     pub fn next_call_id(&self) -> String {
         format!("lb-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
@@ -149,10 +179,8 @@ impl Brake {
 
     /// Judges a call before it runs; the caller must not run it unless
     /// [`Decision::runs`] (or until an `ask` is answered with [`Brake::answer`]).
-    pub fn check(&self, call: &Call<'_>) -> Result<Decision, EngineError> {
-        let mut sessions = self.lock();
-        let st = sessions.entry(call.session.to_string()).or_default();
-        self.engine.pre(st, call)
+    pub fn check(&self, call: &Call<'_>) -> Result<Decision, SessionError> {
+        self.sessions_service().pre(call.session, call)
     }
 
     /// The operator's answer to an `ask`.
@@ -161,10 +189,8 @@ impl Brake {
         session: &str,
         call_id: &str,
         approved: bool,
-    ) -> Result<Decision, EngineError> {
-        let mut sessions = self.lock();
-        let st = sessions.entry(session.to_string()).or_default();
-        self.engine.answer(st, call_id, approved)
+    ) -> Result<Decision, SessionError> {
+        self.sessions_service().answer(session, call_id, approved)
     }
 
     /// Records what a call did.
@@ -173,32 +199,31 @@ impl Brake {
         session: &str,
         call_id: &str,
         outcome: &Outcome,
-    ) -> Result<PostDecision, EngineError> {
-        let mut sessions = self.lock();
-        let st = sessions.entry(session.to_string()).or_default();
-        self.engine.post(st, call_id, outcome)
+    ) -> Result<PostDecision, SessionError> {
+        self.sessions_service().post(session, call_id, outcome)
     }
 
-    /// A real human message arrived: the session starts afresh.
-    pub fn user_message(&self, session: &str) {
-        if let Some(st) = self.lock().get_mut(session) {
-            let _ = self.engine.user_message(st);
+    /// A real human message arrived: the session (and its sub-agents) start afresh.
+    pub fn user_message(&self, session: &str) -> Result<(), SessionError> {
+        self.sessions_service().user_message(session).map(|_| ())
+    }
+
+    /// Forgets a session (and its sub-agents).
+    pub fn end(&self, session: &str) -> Result<(), SessionError> {
+        self.sessions_service().end(session).map(|_| ())
+    }
+
+    /// Forgets every session of the store (what disposing or reloading the original did).
+    pub fn reset_all(&self) -> Result<(), SessionError> {
+        for info in self.store.list()? {
+            self.store.remove(&info.key)?;
         }
+        Ok(())
     }
 
-    /// Forgets a session.
-    pub fn end(&self, session: &str) {
-        self.lock().remove(session);
-    }
-
-    /// Forgets every session (what disposing or reloading the original did).
-    pub fn reset_all(&self) {
-        self.lock().clear();
-    }
-
-    /// Number of sessions held.
+    /// Number of sessions held (0 when the store cannot be read).
     pub fn sessions(&self) -> usize {
-        self.lock().len()
+        self.store.list().map_or(0, |l| l.len())
     }
 
     /// Judges a call and resolves an `ask` through the approver (fail-closed without one).
@@ -215,15 +240,32 @@ impl Brake {
             tool,
             args,
         };
-        let mut d = self.check(&call).map_err(|e| {
-            Box::new(Refusal {
-                engine: "loopbrake",
-                code: "INVALID_ARGUMENTS",
-                message: e.to_string(),
-                hits: Vec::new(),
-                streak: None,
-            })
-        })?;
+        let mut d = match self.check(&call) {
+            Ok(d) => d,
+            Err(SessionError::Engine(e)) => {
+                return Err(Box::new(Refusal {
+                    engine: "loopbrake",
+                    code: "INVALID_ARGUMENTS",
+                    message: e.to_string(),
+                    hits: Vec::new(),
+                    streak: None,
+                }))
+            }
+            // The store failed: the failure policy decides.
+            Err(SessionError::Store(e)) => {
+                let policy = self.sessions_service().unjudged(&e.to_string());
+                if !policy.refuse {
+                    return Ok(Vec::new());
+                }
+                return Err(Box::new(Refusal {
+                    engine: "loopbrake",
+                    code: "STORE_UNAVAILABLE",
+                    message: policy.refusal,
+                    hits: Vec::new(),
+                    streak: None,
+                }));
+            }
+        };
         if d.verdict == Verdict::Ask {
             let approved = self
                 .approver
@@ -352,7 +394,7 @@ impl Brake {
     /// assert!(search(&args).is_err());
     /// ```
     pub fn wrap<T, E: fmt::Display>(
-        brake: Arc<Brake>,
+        brake: Arc<Brake<S>>,
         tool: impl Into<String>,
         session: impl Into<String>,
         execute: impl Fn(&Value) -> Result<T, E>,
@@ -377,19 +419,19 @@ pub trait Tool {
 
 /// A guarded copy of a tool (see [`decorate`]).
 #[derive(Debug, Clone)]
-pub struct Braked<T> {
+pub struct Braked<T, S: Store = MemoryStore> {
     tool: T,
-    brake: Arc<Brake>,
+    brake: Arc<Brake<S>>,
 }
 
-impl<T> Braked<T> {
+impl<T, S: Store> Braked<T, S> {
     /// The undecorated tool.
     pub fn inner(&self) -> &T {
         &self.tool
     }
 }
 
-impl<T: Tool> Tool for Braked<T> {
+impl<T: Tool, S: Store> Tool for Braked<T, S> {
     type Output = Guarded<T::Output>;
     type Error = GuardError<T::Error>;
 
@@ -426,9 +468,45 @@ impl<T: Tool> Tool for Braked<T> {
 /// assert!(braked.execute("s1", &args).is_err());
 /// assert!(Search.execute("s1", &args).is_ok(), "the original is unchanged");
 /// ```
-pub fn decorate<T: Tool + Clone>(tool: &T, brake: Arc<Brake>) -> Braked<T> {
+pub fn decorate<T: Tool + Clone, S: Store>(tool: &T, brake: Arc<Brake<S>>) -> Braked<T, S> {
     Braked {
         tool: tool.clone(),
         brake,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopbrake_store::{SqliteOptions, SqliteStore};
+
+    /// Two brakes on one SQLite file count one session together: the third identical call
+    /// is refused whichever brake makes it.
+    #[test]
+    fn brakes_sharing_a_store_count_together() {
+        let dir = std::env::temp_dir().join(format!("lb-brake-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("state.db");
+        let a = Brake::with_store(
+            Config::default(),
+            SqliteStore::open(&path, SqliteOptions::default()).unwrap(),
+        );
+        let b = Brake::with_store(
+            Config::default(),
+            SqliteStore::open(&path, SqliteOptions::default()).unwrap(),
+        );
+        let args = serde_json::json!({"q": "weather"});
+        let body = || Ok::<_, String>("sunny");
+        assert!(a.guard("shared", "search", &args, body).is_ok());
+        assert!(b.guard("shared", "search", &args, body).is_ok());
+        let third = a.guard("shared", "search", &args, body);
+        assert_eq!(
+            third.unwrap_err().refusal().map(|r| r.code),
+            Some("LOOP_BRAKE")
+        );
+        assert_eq!(b.sessions(), 1);
+        b.end("shared").unwrap();
+        assert_eq!(a.sessions(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
