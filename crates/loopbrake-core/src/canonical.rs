@@ -1,4 +1,4 @@
-//! Canonical JSON and the call hash (streak spec, decision S3).
+//! Canonical JSON and the call hash (docs/decisions.md, "Call hash").
 //!
 //! `canonical_json` is byte-compatible with the original JavaScript formula
 //! (`JSON.stringify` over a value whose object keys were sorted at every depth):
@@ -111,8 +111,8 @@ pub fn hash_prefix(hash: &str) -> &str {
     &hash[..end]
 }
 
-/// The canonical JSON of a call's arguments with decoy keys removed (breaker spec,
-/// section 5, `omitIgnored`): `null` becomes `{}`, any other non-object `v` becomes
+/// The canonical JSON of a call's arguments with decoy keys removed (docs/decisions.md,
+/// "Decoys"; the seed's `omitIgnored`): `null` becomes `{}`, any other non-object `v` becomes
 /// `{"value": v}`, and top-level keys for which `skip` answers true are left out.
 /// The arguments are never copied.
 pub fn canonical_args_without(

@@ -1,7 +1,8 @@
-//! Both engines together (streak spec S8): the one decision surface adapters call.
+//! Both engines together (docs/decisions.md, "Both engines"): the one decision surface
+//! adapters call, through the session service.
 //!
 //! Order of judgement: the streak brake sees every call first and counts it (refusals
-//! extend a streak, S2). A call it refuses is denied by the streak brake and never
+//! extend a streak: "Refusals extend the streak"). A call it refuses is denied by the streak brake and never
 //! reaches the breaker; every other call is judged by the breaker. The strongest verdict
 //! wins (deny > ask > advise > allow), and the denial names the engine that refused.
 //!
@@ -16,13 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
 
-/// How many call ids a session remembers between a call and its result.
-pub const MAX_CALLS: usize = 64;
-
 /// What joins a session key and a sub-agent id in the sub-agent's own session key.
 pub const AGENT_SEPARATOR: &str = "#agent:";
 
-/// The session key of a sub-agent of `session` (D2: sub-agents get their own budget).
+/// The session key of a sub-agent of `session` (sub-agents get their own budget:
+/// docs/decisions.md, "Sessions and sub-agents").
 pub fn agent_session_key(session: &str, agent: &str) -> String {
     format!("{session}{AGENT_SEPARATOR}{agent}")
 }
@@ -40,7 +39,7 @@ pub fn is_agent_key(key: &str) -> bool {
 /// A tool call about to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
-    /// The session key (S4 / D2).
+    /// The session key (docs/decisions.md, "Session key").
     pub session: &'a str,
     /// The call id, unique within the session.
     pub id: &'a str,
@@ -206,7 +205,7 @@ impl SessionState {
             c.status = status;
             return;
         }
-        if self.calls.len() >= MAX_CALLS {
+        if self.calls.len() >= crate::MAX_OPEN_CALLS {
             self.calls.pop_front();
         }
         self.calls.push_back(CallRecord {

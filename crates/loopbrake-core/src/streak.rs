@@ -1,8 +1,8 @@
 //! The streak brake: the Nth consecutive identical call of a session is refused
-//! (streak spec, decisions S1–S8).
+//! (docs/decisions.md, "Streak brake").
 //!
 //! One slot per session: the current call hash, its count, and the last
-//! [`SEEN_IDS`] call ids (so a call seen through two seams is counted once).
+//! [`crate::MAX_OPEN_CALLS`] call ids (so a call seen through two seams is counted once).
 //! The brake itself holds only its configuration; session state is a plain value the
 //! caller keeps (in memory, or in a store).
 
@@ -18,15 +18,14 @@ use std::fmt;
 pub const CODE: &str = "LOOP_BRAKE";
 /// The engine name carried by every streak refusal.
 pub const ENGINE: &str = "streak";
-/// How many call ids a session remembers for de-duplication (S5).
-pub const SEEN_IDS: usize = 64;
 /// Default `max_repeats`.
 pub const DEFAULT_MAX_REPEATS: u32 = 3;
 /// Default `progress_limit`: consecutive identical calls refused even while their output
 /// keeps changing (a runaway poll). Above the longest healthy run of new output seen in
 /// recorded runs (an agent paging a file 47 times).
 pub const DEFAULT_PROGRESS_LIMIT: u32 = 64;
-/// Environment variables read when `max_repeats` is missing from the file (S6), in order.
+/// Environment variables read when `max_repeats` is missing from the file, in order
+/// (docs/decisions.md, "Configuration and environment").
 pub const ENV_VARS: &[&str] = &["LOOPBRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_MAX_REPEATS"];
 
 const KEYS: &[&str] = &["enabled", "max_repeats", "progress", "progress_limit"];
@@ -110,7 +109,7 @@ impl StreakConfig {
         self.max_repeats
     }
 
-    /// Reads the `[streak]` table; `max_repeats` falls back to the environment (S6).
+    /// Reads the `[streak]` table; `max_repeats` falls back to the environment.
     pub fn from_table(
         table: Option<&toml::Table>,
         env: EnvLookup<'_>,
@@ -189,9 +188,9 @@ struct Seen {
 pub struct StreakState {
     /// Hex digest of the current streak's call (never the arguments).
     hash: Option<String>,
-    /// Length of the current streak, counting refused attempts (S2).
+    /// Length of the current streak, counting refused attempts.
     count: u32,
-    /// The last [`SEEN_IDS`] call ids.
+    /// The last [`crate::MAX_OPEN_CALLS`] call ids.
     seen: VecDeque<Seen>,
     /// Consecutive identical calls, whatever they returned (for `progress_limit`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -323,7 +322,7 @@ impl StreakBrake {
     /// Judges one call of `session` and records it in `state`.
     ///
     /// A call whose `id` was already counted in this session is judged again as it was
-    /// the first time, and not counted twice (S5).
+    /// the first time, and not counted twice ("Call ids counted once").
     ///
     /// ```
     /// use loopbrake_core::streak::{StreakBrake, StreakConfig, StreakState, StreakVerdict};
@@ -371,7 +370,7 @@ impl StreakBrake {
         let by_limit = ceiling && state.same.saturating_add(1) < self.config.max_repeats;
         let count = if by_limit { state.run } else { state.count };
         if let Some(id) = call_id {
-            if state.seen.len() >= SEEN_IDS {
+            if state.seen.len() >= crate::MAX_OPEN_CALLS {
                 state.seen.pop_front();
             }
             state.seen.push_back(Seen {
@@ -458,13 +457,14 @@ impl StreakBrake {
         state.seen.retain(|s| s.id != call_id);
     }
 
-    /// A real user message: the session's streak starts afresh (S7).
+    /// A real user message: the session's streak starts afresh.
     pub fn reset(&self, state: &mut StreakState) {
         *state = StreakState::default();
     }
 }
 
-/// The session key (S4): the adapter's explicit key, else the host's agent id, else `default`.
+/// The session key (the seeds' `sessionKey`): the adapter's explicit key, else the host's
+/// agent id, else `default`.
 pub fn session_key<'a>(explicit: Option<&'a str>, agent: Option<&'a str>) -> &'a str {
     explicit
         .filter(|s| !s.is_empty())

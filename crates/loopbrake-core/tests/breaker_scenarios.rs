@@ -1,5 +1,5 @@
-//! Scenario tests of the breaker, through the engine's public API, from the spec's
-//! behaviour (breaker spec sections 8–13).
+//! Scenario tests of the breaker, through the engine's public API (docs/decisions.md,
+//! "Breaker").
 
 use loopbrake_core::config::no_env;
 use loopbrake_core::{Call, Config, Decision, Engine, Outcome, SessionState, Track, Verdict};
@@ -312,7 +312,7 @@ fn the_streak_brake_refuses_the_third_identical_call_first() {
     assert_eq!(refusal.count, 3);
     assert_eq!(refusal.session, "s1");
     assert_eq!(refusal.hash_prefix.len(), 12);
-    // S2: the fourth attempt reports 4 and is still refused.
+    // Refusals extend the streak: the fourth attempt reports 4 and is still refused.
     assert_eq!(
         s.call("search", args.clone()).streak_refusal.unwrap().count,
         4

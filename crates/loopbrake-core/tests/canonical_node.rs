@@ -1,4 +1,5 @@
-//! Decision S3: the call hash equals the original JavaScript formula's, byte for byte.
+//! The call hash equals the seed's JavaScript formula's, byte for byte
+//! (docs/decisions.md, "Call hash").
 //! Runs `node` (required: the test fails without it) over a corpus of awkward inputs.
 
 use loopbrake_core::canonical::call_hash;
@@ -185,7 +186,7 @@ fn call_hash_matches_node_on_an_awkward_corpus() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("node must be installed for the S3 compatibility test");
+        .expect("node must be installed for the call-hash compatibility test");
     child
         .stdin
         .take()

@@ -2,7 +2,7 @@
 //! JSON on stdin) in, the host's answer out. Also [`init`]: installing the hooks into a
 //! host's settings file.
 //!
-//! Mapping (hosts.md sections 1, 2 and 10):
+//! Mapping (docs/decisions.md, "Hosts"):
 //! - `PreToolUse` → [`Engine::pre`]. Deny: `permissionDecision: "deny"` with the model's
 //!   text as the reason. Ask: `permissionDecision: "ask"` with the operator's reason.
 //!   Advise: `additionalContext` only. Allow: no output (never `"allow"`, which would skip

@@ -1,4 +1,4 @@
-//! Contract tests: the recorded payloads of hosts.md in, the exact stdout out.
+//! Contract tests: payloads as Claude Code and Codex send them in, the exact stdout out.
 
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
@@ -21,7 +21,7 @@ fn run(dialect: Dialect, engine: &Engine, store: &dyn Store, payload: &Value) ->
     r.stdout
 }
 
-/// The PreToolUse payload observed from Claude Code 2.1.332 (hosts.md 1.3).
+/// The PreToolUse payload observed from Claude Code 2.1.332.
 fn claude_pre(id: &str, command: &str, description: &str) -> Value {
     json!({
         "session_id": "c45be149-797d-4c0a-83c6-88c28af53022",
@@ -218,7 +218,7 @@ fn outcomes_from_payloads() {
             .as_deref(),
         Some("Echo: hi")
     );
-    // Codex: output text only (hosts.md 2.2); the exit code is looked for in the text…
+    // Codex: output text only; the exit code is looked for in the text…
     let codex = json!({"tool_response": "failing\n", "tool_use_id": "call_B2"});
     assert_eq!(
         outcome_of(Dialect::Codex, "PostToolUse", &codex).exit_code,

@@ -1,4 +1,4 @@
-//! The format of `shared/agent-trajectories/calls.jsonl(.gz)`: one tool call a line,
+//! The format of `examples/trajectories/calls.jsonl.gz` (the bundled recorded runs): one tool call a line,
 //! `{"session", "seq", "tool", "args", "ok", "exit_code", "status", "output_head"}`.
 //! Lines of one session are consecutive; a session ends when the next one starts.
 

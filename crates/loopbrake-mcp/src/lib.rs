@@ -36,7 +36,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-/// `_meta` keys that name a conversation, in order of preference (hosts.md 8.3).
+/// `_meta` keys that name a conversation, in order of preference (docs/decisions.md, "Hosts").
 pub const SESSION_META_KEYS: &[&str] = &[
     "vscode.conversationId",
     "sessionID",

@@ -1,4 +1,4 @@
-//! The JSON-lines event protocol (`protocol.md`): one job, turning a stream of events
+//! The JSON-lines event protocol (README, "The event protocol"): one job, turning a stream of events
 //! into a stream of verdicts, for `loopbrake replay` and `loopbrake serve --stdio`.
 //!
 //! - [`event`]: parsing input events, with an error for every missing or mistyped field.

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Open calls remembered per session (an engine session remembers as many).
-pub const MAX_OPEN_CALLS: usize = loopbrake_core::engine::MAX_CALLS;
+pub use loopbrake_core::MAX_OPEN_CALLS;
 
 #[derive(Serialize)]
 struct HitOut<'a> {

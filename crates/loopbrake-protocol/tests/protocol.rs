@@ -1,4 +1,4 @@
-//! The protocol, line by line, as `protocol.md` specifies it.
+//! The protocol, line by line, as the README's "The event protocol" specifies it.
 
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;

@@ -1,4 +1,4 @@
-//! The `[breaker]` table (breaker spec section 3, decision D5), and the tool classes
+//! The `[breaker]` table (docs/decisions.md, "Configuration"), and the tool classes
 //! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
 
 use super::mutation::{MutatingTool, DEFAULT_MUTATING};
@@ -369,7 +369,8 @@ const REMOVED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Keys of the original's shell-HTTP block and fetch tool, not in this release (D6).
+/// Keys of the original's shell-HTTP block and fetch tool, not in this release
+/// (docs/decisions.md, "Scope").
 const LATER: &[&str] = &[
     "block_shell_http",
     "block_local_http",
@@ -565,7 +566,7 @@ impl BreakerConfig {
         self.limits.get(kind).copied().flatten()
     }
 
-    /// Whether a tool's calls are tracked at all (section 4).
+    /// Whether a tool's calls are tracked at all (docs/decisions.md, "Tracked tools").
     pub fn tracks(&self, tool: &str) -> bool {
         !tool.is_empty()
             && (self.include_re.is_empty() || self.include_re.iter().any(|r| r.is_match(tool)))
@@ -589,7 +590,7 @@ fn sub_table<'a>(k: &str, v: &'a toml::Value) -> Result<&'a toml::Table, ConfigE
 }
 
 /// A stage: a positive integer turns it on; `0` or a negative number turns it off;
-/// `"off"` or `false` too. A non-integer is an error (D4 (6)).
+/// `"off"` or `false` too. A non-integer is an error (thresholds are integers).
 fn stage(k: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
     match v {
         toml::Value::Boolean(false) => Ok(None),

@@ -1,4 +1,4 @@
-//! Outcomes and their classification (breaker spec section 11, decision D3): structured
+//! Outcomes and their classification (docs/decisions.md, "Outcomes"): structured
 //! fields first; the output text only for shell tools; `aborted` is never a failure.
 
 use regex::Regex;
@@ -194,7 +194,7 @@ pub fn classify(o: &Outcome, shell: bool) -> Option<Failure> {
     classify_text(o.text.as_deref().unwrap_or(""))
 }
 
-/// The shell-output markers, first match wins (section 11, step 9).
+/// The shell-output markers, first match wins.
 ///
 /// Each pattern runs only when its literal anchor is in the text, so most outputs (which
 /// carry no marker) never compile a regular expression: a hook process classifies one

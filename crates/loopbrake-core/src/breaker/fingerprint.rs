@@ -1,4 +1,4 @@
-//! What a call emits (breaker spec section 7): `exact:` always; for shell tools
+//! What a call emits (docs/decisions.md, "Fingerprints"): `exact:` always; for shell tools
 //! `verb:`, `family:`, `cmd:`, the URL measures and `sink:`; for URL tools the URL
 //! measures and `family:`.
 

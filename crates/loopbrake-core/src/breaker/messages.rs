@@ -1,4 +1,4 @@
-//! Every text the breaker shows (breaker spec section 13, decision D7). The literal
+//! Every text the breaker shows (docs/decisions.md, "Messages"). The literal
 //! anchors are kept byte for byte; no message echoes a stripped decoy value, invents a
 //! budget figure, or contains `<tool_call>` / `<function=`.
 

@@ -1,8 +1,8 @@
 //! The breaker: semantic fingerprints counted over a sliding window per session,
 //! escalating warn → summary demand → gate, a failure track, and a gate that asks the
-//! operator for a turn-scoped exemption (breaker spec sections 3–13, decisions D1–D7).
+//! operator for a turn-scoped exemption (docs/decisions.md, "Breaker" and "Progress").
 //!
-//! The four moments of D1 are [`Breaker::pre`], [`Breaker::answer`], [`Breaker::post`]
+//! The four moments ("Four moments") are [`Breaker::pre`], [`Breaker::answer`], [`Breaker::post`]
 //! and [`Breaker::user_message`]. Each takes the session's [`BreakerState`] by `&mut`:
 //! the engine is pure, the caller (a store) decides where the state lives.
 
@@ -28,8 +28,6 @@ use std::collections::VecDeque;
 pub const CODE: &str = "REPEAT_TOOL_BLOCKED";
 /// The engine name of the breaker.
 pub const ENGINE: &str = "breaker";
-/// Calls remembered between `pre` and `post` per session; older ones are forgotten.
-pub const MAX_INFLIGHT: usize = 64;
 /// Bound on exemptions, refusals, failure streaks and remembered outputs per session.
 pub const MAX_TRACKED: usize = 256;
 /// Calls remembered for cycle detection: four calls a period, `MAX_CYCLE_LIMIT` periods.
@@ -311,7 +309,7 @@ impl BreakerState {
 
     fn push_inflight(&mut self, c: Inflight) {
         self.inflight.retain(|x| x.id != c.id);
-        if self.inflight.len() >= MAX_INFLIGHT {
+        if self.inflight.len() >= crate::MAX_OPEN_CALLS {
             self.inflight.pop_front();
         }
         self.inflight.push_back(c);
@@ -876,7 +874,7 @@ impl Breaker {
         BreakerVerdict::Deny { text, hits }
     }
 
-    /// The occurrence advisory for an allowed call (section 9): strongest stage, then
+    /// The occurrence advisory for an allowed call ("Window and stages"): strongest stage, then
     /// highest count, then the most actionable kind. Exempted fingerprints never speak.
     fn stage_advisory(&self, st: &BreakerState, fps: &[FpMeta]) -> Option<Advisory> {
         let mut best: Option<(u8, u32, &FpMeta)> = None;
@@ -917,7 +915,8 @@ impl Breaker {
         })
     }
 
-    /// Pushes one record: the given ids minus exempted ones, de-duplicated (D4 (5)).
+    /// Pushes one record: the given ids minus exempted ones, de-duplicated (a fingerprint
+    /// that hits on both tracks is committed once).
     fn commit(&self, st: &mut BreakerState, ids: impl Iterator<Item = FpId>) {
         let mut record: Vec<FpId> = Vec::new();
         for id in ids {

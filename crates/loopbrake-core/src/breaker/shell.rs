@@ -1,4 +1,4 @@
-//! Shell primitives (breaker spec section 6, with decision D4's fixes): the tokenizer,
+//! Shell primitives (docs/decisions.md, "Shell and URL primitives"): the tokenizer,
 //! the command's verb, volatile-flag stripping for HTTP clients, and the output sink.
 //! All pure: no DNS, no disk, no processes.
 
@@ -88,7 +88,7 @@ const WRAPPER_VALUE_OPTS: &[&str] = &[
 ];
 /// `timeout`'s options that take a value.
 const TIMEOUT_VALUE_OPTS: &[&str] = &["-s", "-k", "--signal", "--kill-after"];
-/// HTTP clients: only their argv loses volatile flags (D4 (2)).
+/// HTTP clients: only their argv loses volatile flags.
 pub const HTTP_CLIENTS: &[&str] = &["curl", "wget", "http", "httpie", "aria2c"];
 /// Words that separate commands in a pipeline or list.
 const OPERATORS: &[&str] = &["|", "||", "&&", ";", "&", "|&"];
@@ -114,7 +114,7 @@ fn is_duration(tok: &str) -> bool {
 }
 
 /// Index just past a `timeout` word at `i`: its options (with the values of `-s`/`-k`,
-/// wherever they stand: D4 (3)) and an optional duration.
+/// wherever they stand) and an optional duration.
 fn skip_timeout(toks: &[String], mut i: usize) -> usize {
     i += 1;
     while i < toks.len() && toks[i].starts_with('-') && toks[i].len() > 1 {
@@ -131,7 +131,7 @@ fn skip_timeout(toks: &[String], mut i: usize) -> usize {
 }
 
 /// Index of the command word of the command starting at `start`, skipping assignments,
-/// `timeout` and the wrapper words with all their options (D4 (3), (13)).
+/// `timeout` and the wrapper words with all their options, wherever they stand.
 fn verb_index(toks: &[String], start: usize, end: usize) -> Option<usize> {
     let mut i = start;
     while i < end {
@@ -235,7 +235,7 @@ fn is_volatile_single(tok: &str) -> bool {
 /// The command without its volatile parts (feeds `cmd:`): leading assignments and a
 /// leading `timeout` wrapper go, and inside the argv of an HTTP client the flags that
 /// only tune the transfer (`-sSL`, `--max-time 10`, …) go. Other commands keep every
-/// flag (`ls -s`, `grep -f`: D4 (2)).
+/// flag (`ls -s`, `grep -f`).
 ///
 /// ```
 /// use loopbrake_core::breaker::shell::strip_volatile_flags;

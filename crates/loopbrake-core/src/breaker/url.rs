@@ -1,4 +1,4 @@
-//! URL primitives (breaker spec section 6): extraction from shell text, WHATWG
+//! URL primitives (docs/decisions.md, "Shell and URL primitives"): extraction from shell text, WHATWG
 //! normalisation into a target identity, the coarse site, and local-host detection.
 //! Pure: no DNS.
 
