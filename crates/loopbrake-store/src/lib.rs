@@ -21,7 +21,11 @@ pub use sqlite::{SqliteOptions, SqliteStore};
 use loopbrake_core::SessionState;
 use serde::Serialize;
 
-/// A store that cannot do what was asked. Messages name the store, never argument values.
+/// The error underneath a store failure (SQLite's, Redis's, the operating system's).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A store that cannot do what was asked. Messages name the store, never argument values
+/// or credentials; the underlying error stays reachable through `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The store cannot be reached or refused the operation (locked, down, disk full…).
@@ -31,6 +35,9 @@ pub enum StoreError {
         store: String,
         /// What went wrong.
         message: String,
+        /// The error underneath, when there is one.
+        #[source]
+        source: Option<Cause>,
     },
     /// Stored state could not be decoded; the session is treated as corrupt.
     #[error("{store}: session state is corrupt: {message}")]
@@ -40,6 +47,29 @@ pub enum StoreError {
         /// What went wrong.
         message: String,
     },
+}
+
+impl StoreError {
+    /// A store failure described by a message alone.
+    pub fn unavailable(store: impl Into<String>, message: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            store: store.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A store failure caused by `e` (its text is the message; it stays the `source()`).
+    pub fn caused(
+        store: impl Into<String>,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Unavailable {
+            store: store.into(),
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
 }
 
 /// One stored session, for operators.

@@ -118,16 +118,15 @@ impl RedisStore {
             return Self::new_cluster(opts, nodes);
         }
         let mut info: redis::ConnectionInfo =
-            opts.url
-                .as_str()
-                .into_connection_info()
-                .map_err(|e| StoreError::Unavailable {
-                    store: "redis".into(),
-                    message: format!(
+            opts.url.as_str().into_connection_info().map_err(|e| {
+                StoreError::unavailable(
+                    "redis",
+                    format!(
                         "invalid redis URL ({:?}; the URL is not shown, it may hold a password)",
                         e.kind()
                     ),
-                })?;
+                )
+            })?;
         let name = format!("redis {}", info.addr());
         let mut redis_info = info.redis_settings().clone();
         if redis_info.username().is_none() {
@@ -141,10 +140,7 @@ impl RedisStore {
             }
         }
         info = info.set_redis_settings(redis_info);
-        let client = redis::Client::open(info).map_err(|e| StoreError::Unavailable {
-            store: name.clone(),
-            message: e.to_string(),
-        })?;
+        let client = redis::Client::open(info).map_err(|e| StoreError::caused(name.clone(), e))?;
         Ok(RedisStore {
             backend: Backend::Single {
                 client,
@@ -157,12 +153,14 @@ impl RedisStore {
     }
 
     fn new_cluster(opts: RedisOptions, nodes: Vec<String>) -> Result<Self, StoreError> {
-        let invalid = |e: redis::RedisError| StoreError::Unavailable {
-            store: "redis cluster".into(),
-            message: format!(
-                "invalid cluster node URL ({:?}; URLs are not shown, they may hold a password)",
-                e.kind()
-            ),
+        let invalid = |e: redis::RedisError| {
+            StoreError::unavailable(
+                "redis cluster",
+                format!(
+                    "invalid cluster node URL ({:?}; URLs are not shown, they may hold a password)",
+                    e.kind()
+                ),
+            )
         };
         let mut infos = Vec::new();
         for n in &nodes {
@@ -184,10 +182,9 @@ impl RedisStore {
         if let Some(p) = &opts.password {
             builder = builder.password(p);
         }
-        let client = builder.build().map_err(|e| StoreError::Unavailable {
-            store: name.clone(),
-            message: e.to_string(),
-        })?;
+        let client = builder
+            .build()
+            .map_err(|e| StoreError::caused(name.clone(), e))?;
         Ok(RedisStore {
             backend: Backend::Cluster {
                 client,
@@ -214,10 +211,12 @@ impl RedisStore {
     }
 
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
-        StoreError::Unavailable {
-            store: self.name.clone(),
-            message: e.to_string(),
-        }
+        StoreError::unavailable(self.name.clone(), e.to_string())
+    }
+
+    /// A failure caused by `e`, which stays reachable through `source()`.
+    fn caused(&self, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::caused(self.name.clone(), e)
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -237,11 +236,15 @@ impl RedisStore {
                 if guard.is_none() {
                     let c = client
                         .get_connection_with_timeout(self.opts.connect_timeout)
-                        .map_err(|e| self.err(format!("cannot connect: {e}")))?;
+                        .map_err(|e| StoreError::Unavailable {
+                            store: self.name.clone(),
+                            message: format!("cannot connect: {e}"),
+                            source: Some(Box::new(e)),
+                        })?;
                     c.set_read_timeout(Some(self.opts.command_timeout))
-                        .map_err(|e| self.err(e))?;
+                        .map_err(|e| self.caused(e))?;
                     c.set_write_timeout(Some(self.opts.command_timeout))
-                        .map_err(|e| self.err(e))?;
+                        .map_err(|e| self.caused(e))?;
                     *guard = Some(c);
                 }
                 let c = guard.as_mut().expect("connected above");
@@ -257,7 +260,11 @@ impl RedisStore {
                 if guard.is_none() {
                     let c = client
                         .get_connection()
-                        .map_err(|e| self.err(format!("cannot connect: {e}")))?;
+                        .map_err(|e| StoreError::Unavailable {
+                            store: self.name.clone(),
+                            message: format!("cannot connect: {e}"),
+                            source: Some(Box::new(e)),
+                        })?;
                     *guard = Some(c);
                 }
                 let c = guard.as_mut().expect("connected above");
@@ -286,7 +293,7 @@ impl RedisStore {
                 } else if let Some(c) = guard.as_mut() {
                     keep(c);
                 }
-                Err(self.err(e))
+                Err(self.caused(e))
             }
         }
     }
@@ -532,7 +539,7 @@ impl RedisStore {
                 port,
             },
         );
-        let v = c.route_command(cmd, routing).map_err(|e| self.err(e))?;
-        redis::FromRedisValue::from_redis_value(v).map_err(|e| self.err(e))
+        let v = c.route_command(cmd, routing).map_err(|e| self.caused(e))?;
+        redis::FromRedisValue::from_redis_value(v).map_err(|e| self.caused(e))
     }
 }

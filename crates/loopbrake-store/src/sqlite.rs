@@ -66,10 +66,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the store at `path`. The directory is created with
     /// owner-only permissions, and so is the file.
     pub fn open(path: &Path, opts: SqliteOptions) -> Result<Self, StoreError> {
-        let err = |m: String| StoreError::Unavailable {
-            store: format!("sqlite {}", path.display()),
-            message: m,
-        };
+        let err = |m: String| StoreError::unavailable(format!("sqlite {}", path.display()), m);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             create_private_dir(dir)
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
@@ -161,11 +158,9 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> StoreError {
-        StoreError::Unavailable {
-            store: self.describe(),
-            message: e.to_string(),
-        }
+    /// A failure caused by `e`, which stays reachable through `source()`.
+    fn caused(&self, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::caused(self.describe(), e)
     }
 
     fn ttl_ms(&self) -> i64 {
@@ -181,7 +176,7 @@ impl SqliteStore {
         let r: String = self
             .conn()
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
         if r == "ok" {
             Ok(())
         } else {
@@ -296,45 +291,45 @@ impl Store for SqliteStore {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
-        let row = read_row(&tx, session).map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
+        let row = read_row(&tx, session).map_err(|e| self.caused(e))?;
         let mut state = match row {
             Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => self.decode(&bytes),
             _ => SessionState::default(),
         };
         f(&mut state);
-        let bytes = serde_json::to_vec(&state).map_err(|e| self.err(e))?;
+        let bytes = serde_json::to_vec(&state).map_err(|e| self.caused(e))?;
         tx.execute(
             "INSERT INTO sessions (key, state, updated_ms) VALUES (?1, ?2, ?3)
              ON CONFLICT(key) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
             params![session, bytes, now],
         )
-        .map_err(|e| self.err(e))?;
+        .map_err(|e| self.caused(e))?;
         // Sweep idle sessions now and then, inside the same transaction: no daemon.
         let last_sweep: i64 = tx
             .query_row("SELECT v FROM meta WHERE k = 'last_sweep'", [], |r| {
                 r.get(0)
             })
             .optional()
-            .map_err(|e| self.err(e))?
+            .map_err(|e| self.caused(e))?
             .unwrap_or(0);
         if now.saturating_sub(last_sweep) > SWEEP_EVERY_MS {
             tx.execute(
                 "DELETE FROM sessions WHERE updated_ms < ?1",
                 params![now.saturating_sub(ttl)],
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
             tx.execute(
                 "INSERT INTO meta (k, v) VALUES ('last_sweep', ?1) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
                 params![now],
             )
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
         }
-        tx.commit().map_err(|e| self.err(e))
+        tx.commit().map_err(|e| self.caused(e))
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
-        let row = read_row(&self.conn(), session).map_err(|e| self.err(e))?;
+        let row = read_row(&self.conn(), session).map_err(|e| self.caused(e))?;
         Ok(row
             .filter(|(_, t)| now_ms().saturating_sub(*t) <= self.ttl_ms())
             .map(|(b, _)| self.decode(&b)))
@@ -344,7 +339,7 @@ impl Store for SqliteStore {
         let n = self
             .conn()
             .execute("DELETE FROM sessions WHERE key = ?1", params![session])
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
         Ok(n > 0)
     }
 
@@ -357,11 +352,11 @@ impl Store for SqliteStore {
             let conn = self.conn();
             let mut stmt = conn
                 .prepare("SELECT key, state, updated_ms FROM sessions WHERE updated_ms >= ?1 ORDER BY key")
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| self.caused(e))?;
             let it = stmt
                 .query_map(params![cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .map_err(|e| self.err(e))?;
-            it.collect::<Result<_, _>>().map_err(|e| self.err(e))?
+                .map_err(|e| self.caused(e))?;
+            it.collect::<Result<_, _>>().map_err(|e| self.caused(e))?
         };
         let mut out = Vec::new();
         for (key, state, t) in rows {
@@ -396,11 +391,11 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare("SELECT key FROM sessions WHERE substr(key, 1, length(?1)) = ?1")
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.caused(e))?;
         let it = stmt
             .query_map(params![prefix], |r| r.get::<_, String>(0))
-            .map_err(|e| self.err(e))?;
-        it.collect::<Result<_, _>>().map_err(|e| self.err(e))
+            .map_err(|e| self.caused(e))?;
+        it.collect::<Result<_, _>>().map_err(|e| self.caused(e))
     }
 
     fn take_warnings(&self) -> Vec<String> {

@@ -279,3 +279,22 @@ fn the_key_layout_keeps_a_session_on_one_cluster_slot() {
         assert_eq!(slot, tag_slot, "{key} hashes by its session");
     }
 }
+
+/// A store failure keeps what caused it: the Redis client's error is the `source()`, and
+/// the message names the store, never the URL's credentials.
+#[test]
+fn a_store_failure_keeps_its_cause() {
+    let port = free_port();
+    let s = RedisStore::new(RedisOptions {
+        url: format!("redis://bob:s3cret@127.0.0.1:{port}"),
+        connect_timeout: Duration::from_millis(200),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    let e = s.get("x").unwrap_err();
+    let cause = std::error::Error::source(&e).expect("a source");
+    assert!(cause.downcast_ref::<redis::RedisError>().is_some(), "{cause:?}");
+    let shown = e.to_string();
+    assert!(shown.starts_with(&format!("redis 127.0.0.1:{port}: cannot connect")), "{shown}");
+    assert!(!shown.contains("s3cret"));
+}
