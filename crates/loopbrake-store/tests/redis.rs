@@ -293,8 +293,14 @@ fn a_store_failure_keeps_its_cause() {
     .unwrap();
     let e = s.get("x").unwrap_err();
     let cause = std::error::Error::source(&e).expect("a source");
-    assert!(cause.downcast_ref::<redis::RedisError>().is_some(), "{cause:?}");
+    assert!(
+        cause.downcast_ref::<redis::RedisError>().is_some(),
+        "{cause:?}"
+    );
     let shown = e.to_string();
-    assert!(shown.starts_with(&format!("redis 127.0.0.1:{port}: cannot connect")), "{shown}");
+    assert!(
+        shown.starts_with(&format!("redis 127.0.0.1:{port}: cannot connect")),
+        "{shown}"
+    );
     assert!(!shown.contains("s3cret"));
 }
