@@ -33,11 +33,30 @@ static HEADER: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|private-token)(\s*[:=]\s*)((?:bearer|basic|token|digest)\s+)?([^\s'\x22,;}\]\\][^'\x22\r\n\\]*)",
     )
 });
-static QUERY: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)([?&;](?:api[_-]?key|apikey|access[_-]?token|refresh[_-]?token|id[_-]?token|token|auth|password|passwd|pwd|secret|client[_-]?secret|signature|sig|key|code|session[_-]?id|x-amz-signature|x-amz-credential|x-amz-security-token)=)([^&#\s'\x22\\]+)",
-    )
-});
+/// Credential-like query parameter names (compared lowercased, `-` read as `_`).
+const QUERY_NAMES: &[&str] = &[
+    "api_key",
+    "apikey",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "token",
+    "auth",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "client_secret",
+    "signature",
+    "sig",
+    "key",
+    "code",
+    "session_id",
+    "sessionid",
+    "x_amz_signature",
+    "x_amz_credential",
+    "x_amz_security_token",
+];
 static USERINFO: LazyLock<Regex> =
     LazyLock::new(|| re(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/\s:@'\x22]*):([^/\s@'\x22]+)@"));
 static FLAG: LazyLock<Regex> = LazyLock::new(|| {
@@ -97,7 +116,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         });
     }
     if out.contains('=') && (out.contains('?') || out.contains('&') || out.contains(';')) {
-        out = replace(out, &QUERY, |c| format!("{}{MARKER}", &c[1]));
+        out = redact_query(out);
     }
     if out.contains("://") && out.contains('@') {
         out = replace(out, &USERINFO, |c| {
@@ -121,7 +140,21 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             format!("{}{shown}", &c[1])
         });
     }
-    if out.contains('=') {
+    if out.contains('=')
+        && [
+            "PASSWORD",
+            "PASSWD",
+            "SECRET",
+            "TOKEN",
+            "API_KEY",
+            "APIKEY",
+            "ACCESS_KEY",
+            "PRIVATE_KEY",
+            "CREDENTIAL",
+        ]
+        .iter()
+        .any(|n| out.contains(n))
+    {
         out = replace(out, &ENV, |c| format!("{}{MARKER}", &c[1]));
     }
     if [
@@ -153,6 +186,55 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         });
     }
     out
+}
+
+/// Query values of credential-like names (`?api_key=…`, `&token=…`), by a scan: URLs are
+/// the commonest text loopbrake shows, and a hook should not compile a regex for them.
+fn redact_query(text: Cow<'_, str>) -> Cow<'_, str> {
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if !matches!(b[i], b'?' | b'&' | b';') {
+            i += 1;
+            continue;
+        }
+        let start = i + 1;
+        let n = b[start..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
+            .count();
+        let eq = start + n;
+        if n == 0 || b.get(eq) != Some(&b'=') {
+            i += 1;
+            continue;
+        }
+        let name = text[start..eq].to_ascii_lowercase().replace('-', "_");
+        let v = eq + 1;
+        let len = b[v..]
+            .iter()
+            .take_while(|c| {
+                !matches!(c, b'&' | b'#' | b'\'' | b'"' | b'\\') && !c.is_ascii_whitespace()
+            })
+            .count();
+        if !QUERY_NAMES.contains(&name.as_str()) || len == 0 || &text[v..v + len] == MARKER {
+            i = eq;
+            continue;
+        }
+        let o = out.get_or_insert_with(|| String::with_capacity(text.len()));
+        o.push_str(&text[copied..v]);
+        o.push_str(MARKER);
+        copied = v + len;
+        i = copied;
+    }
+    match out {
+        None => text,
+        Some(mut o) => {
+            o.push_str(&text[copied..]);
+            Cow::Owned(o)
+        }
+    }
 }
 
 fn replace<'a>(
