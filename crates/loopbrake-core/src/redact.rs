@@ -92,20 +92,17 @@ static KEYED: LazyLock<Regex> = LazyLock::new(|| {
 /// ```
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
-    let lower_has = |s: &str, needles: &[&str]| {
-        let l = s.to_ascii_lowercase();
-        needles.iter().any(|n| l.contains(n))
-    };
-    if lower_has(
-        &out,
-        &[
-            "authorization",
-            "cookie",
-            "api-key",
-            "auth-token",
-            "private-token",
-        ],
-    ) {
+    // The anchors are looked for once, in a lowercased copy of the input: redaction only
+    // adds markers, so what was absent stays absent.
+    let lower = text.to_ascii_lowercase();
+    let has = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
+    if has(&[
+        "authorization",
+        "cookie",
+        "api-key",
+        "auth-token",
+        "private-token",
+    ]) {
         out = replace(out, &HEADER, |c| {
             format!(
                 "{}{}{}{MARKER}",
@@ -172,7 +169,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     {
         out = replace(out, &TOKEN, |_| MARKER.to_string());
     }
-    if lower_has(&out, &["pass", "secret", "key", "token"]) {
+    if keyed_candidate(&lower) {
         out = replace(out, &KEYED, |c| {
             let v = &c[2];
             let q = if v.starts_with('"') {
@@ -186,6 +183,23 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         });
     }
     out
+}
+
+/// Whether a key-like name stands before a `:` or `=` somewhere (`"password": `,
+/// `secret=`): the only texts the key-value pattern can change. Words such as `passed` or
+/// `keyboard` do not wake it.
+fn keyed_candidate(lower: &str) -> bool {
+    const NAMES: &[&str] = &["password", "passwd", "secret", "key", "token"];
+    NAMES.iter().any(|name| {
+        lower.match_indices(name).any(|(i, _)| {
+            lower[i + name.len()..]
+                .bytes()
+                .find(|c| {
+                    !matches!(c, b'"' | b'\'' | b' ' | b'_' | b'-') && !c.is_ascii_alphabetic()
+                })
+                .is_some_and(|c| c == b':' || c == b'=')
+        })
+    })
 }
 
 /// Query values of credential-like names (`?api_key=…`, `&token=…`), by a scan: URLs are
