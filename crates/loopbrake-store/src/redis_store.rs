@@ -214,6 +214,15 @@ impl RedisStore {
         StoreError::unavailable(self.name.clone(), e.to_string())
     }
 
+    /// Connecting failed; the client's error stays reachable through `source()`.
+    fn cannot_connect(&self, e: redis::RedisError) -> StoreError {
+        StoreError::Unavailable {
+            store: self.name.clone(),
+            message: format!("cannot connect: {e}"),
+            source: Some(Box::new(e)),
+        }
+    }
+
     /// A failure caused by `e`, which stays reachable through `source()`.
     fn caused(&self, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
         StoreError::caused(self.name.clone(), e)
@@ -236,11 +245,7 @@ impl RedisStore {
                 if guard.is_none() {
                     let c = client
                         .get_connection_with_timeout(self.opts.connect_timeout)
-                        .map_err(|e| StoreError::Unavailable {
-                            store: self.name.clone(),
-                            message: format!("cannot connect: {e}"),
-                            source: Some(Box::new(e)),
-                        })?;
+                        .map_err(|e| self.cannot_connect(e))?;
                     c.set_read_timeout(Some(self.opts.command_timeout))
                         .map_err(|e| self.caused(e))?;
                     c.set_write_timeout(Some(self.opts.command_timeout))
@@ -260,11 +265,7 @@ impl RedisStore {
                 if guard.is_none() {
                     let c = client
                         .get_connection()
-                        .map_err(|e| StoreError::Unavailable {
-                            store: self.name.clone(),
-                            message: format!("cannot connect: {e}"),
-                            source: Some(Box::new(e)),
-                        })?;
+                        .map_err(|e| self.cannot_connect(e))?;
                     *guard = Some(c);
                 }
                 let c = guard.as_mut().expect("connected above");
@@ -301,6 +302,20 @@ impl RedisStore {
     fn decode(&self, bytes: &[u8]) -> SessionState {
         crate::decode_or_warn(bytes, &self.name, &self.warnings)
     }
+
+    /// The session's next state as stored bytes: `f` applied to the current one (or to a
+    /// fresh state when the key is absent).
+    fn next_state(
+        &self,
+        current: Option<&[u8]>,
+        f: &mut dyn FnMut(&mut SessionState),
+    ) -> redis::RedisResult<Vec<u8>> {
+        let mut state = current.map(|b| self.decode(b)).unwrap_or_default();
+        f(&mut state);
+        serde_json::to_vec(&state).map_err(|e| {
+            redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
+        })
+    }
 }
 
 use redis::IntoConnectionInfo;
@@ -319,14 +334,7 @@ impl Store for RedisStore {
             let committed = if cluster {
                 self.with_conn(|c| {
                     let current: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(c)?;
-                    let mut state = current
-                        .as_deref()
-                        .map(|b| self.decode(b))
-                        .unwrap_or_default();
-                    f(&mut state);
-                    let bytes = serde_json::to_vec(&state).map_err(|e| {
-                        redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
-                    })?;
+                    let bytes = self.next_state(current.as_deref(), f)?;
                     let done: i64 = cas
                         .key(&key)
                         .arg(if current.is_some() { "1" } else { "0" })
@@ -345,14 +353,7 @@ impl Store for RedisStore {
                         .cmd("GET")
                         .arg(&key)
                         .query(c)?;
-                    let mut state = current
-                        .as_deref()
-                        .map(|b| self.decode(b))
-                        .unwrap_or_default();
-                    f(&mut state);
-                    let bytes = serde_json::to_vec(&state).map_err(|e| {
-                        redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
-                    })?;
+                    let bytes = self.next_state(current.as_deref(), f)?;
                     let exec: RValue = redis::pipe()
                         .atomic()
                         .cmd("SET")
