@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod http;
+pub mod messages;
 
 use loopbrake_core::{Call, Engine, Outcome, Verdict};
 use loopbrake_session::{SessionError, Sessions};
@@ -210,7 +211,7 @@ impl Shared {
                 "message": reason,
                 "requestedSchema": {
                     "type": "object",
-                    "properties": {"approve": {"type": "boolean", "title": "Allow it for the rest of this turn?"}},
+                    "properties": {"approve": {"type": "boolean", "title": messages::ELICIT_QUESTION}},
                     "required": ["approve"]
                 }
             }
@@ -291,7 +292,7 @@ impl Shared {
                 self.inflight().remove(&key);
                 self.send_client(&Self::deny_result(
                     &id,
-                    &format!("loopbrake could not judge this call: {e}"),
+                    &messages::not_judged(&e.to_string()),
                 ));
                 return;
             }
@@ -314,17 +315,14 @@ impl Shared {
             let approved = if can_ask {
                 self.elicit(decision.message.as_deref().unwrap_or("")).await
             } else {
-                prefix = "Approval was unavailable: this MCP client cannot ask the operator (it offers no elicitation), \
-                          so the call was refused.\n\n"
-                    .to_string();
+                prefix = messages::NO_APPROVAL_CHANNEL.to_string();
                 false
             };
             match self.with_sessions(|s| s.answer(&session, &call_id, approved)) {
                 Ok(d) => decision = d,
                 Err(_) => {
                     decision.verdict = Verdict::Deny;
-                    decision.message =
-                        Some("The call was stopped: the approval could not be recorded.".into());
+                    decision.message = Some(messages::APPROVAL_NOT_RECORDED.into());
                 }
             }
         }
