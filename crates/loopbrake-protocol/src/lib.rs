@@ -14,6 +14,7 @@ pub use loopbrake_import as import;
 pub mod processor;
 pub mod reader;
 pub mod report;
+pub mod settings;
 
 pub use processor::{Handled, Processor, Record};
 

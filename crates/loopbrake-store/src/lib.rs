@@ -10,6 +10,7 @@
 
 mod memory;
 mod redis_store;
+pub mod settings;
 mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testing;
