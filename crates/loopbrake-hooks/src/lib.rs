@@ -64,19 +64,65 @@ pub struct Reply {
 pub struct Context<'a> {
     /// The engines.
     pub engine: &'a Engine,
-    /// The store, or why it could not be opened.
-    pub store: Result<&'a dyn Store, String>,
+    /// The store, or why there is none for this invocation.
+    pub store: Result<&'a dyn Store, &'a Unavailable>,
     /// Refuse `PreToolUse` calls when loopbrake itself fails.
     pub fail_closed: bool,
 }
 
+/// Why a hook payload could not be used. Messages never quote the payload: it may
+/// carry credentials.
 #[derive(Debug, thiserror::Error)]
-enum HookError {
-    #[error("{0}")]
-    Payload(String),
+pub enum PayloadError {
+    /// Reading stdin failed.
+    #[error("cannot read the hook payload: {0}")]
+    Unreadable(#[source] std::io::Error),
+    /// More than [`MAX_PAYLOAD`] bytes arrived.
+    #[error("the hook payload exceeds {MAX_PAYLOAD} bytes")]
+    TooLarge,
+    /// The bytes are not UTF-8.
+    #[error("the hook payload is not valid UTF-8")]
+    NotUtf8,
+    /// The JSON nests deeper than the parser allows.
+    #[error("the hook payload nests deeper than 128 levels")]
+    TooDeep,
+    /// The text is not JSON.
+    #[error("the hook payload is not JSON (line {line}, column {column})")]
+    NotJson {
+        /// 1-based line of the first error.
+        line: usize,
+        /// 1-based column of the first error.
+        column: usize,
+    },
+    /// A field every event carries is missing or empty.
+    #[error("the payload has no session_id")]
+    NoSessionId,
+    /// A `PreToolUse` payload names no tool.
+    #[error("PreToolUse without tool_name")]
+    NoToolName,
+}
+
+/// Why this invocation has no store to judge with; the failure policy
+/// (`[store] fail_closed`) decides what the host is told.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// The configuration file is broken (the message names the key, value and rule).
+    #[error("configuration: {0}")]
+    Configuration(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The payload was not read, so the store was not opened.
+    #[error("the payload was not read")]
+    PayloadUnread,
     /// The store could not be opened (its message, credentials never included).
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] loopbrake_store::StoreError),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HookError<'a> {
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error(transparent)]
+    Store(&'a Unavailable),
     /// The session service failed: the store, or the engines.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -98,18 +144,17 @@ fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
 
 /// Handles one hook invocation's stdin.
 pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
-    let payload: Result<Value, String> = std::str::from_utf8(input)
-        .map_err(|_| "the hook payload is not valid UTF-8".to_string())
+    let payload: Result<Value, PayloadError> = std::str::from_utf8(input)
+        .map_err(|_| PayloadError::NotUtf8)
         .and_then(|t| {
             serde_json::from_str(t).map_err(|e| {
                 if e.to_string().starts_with("recursion limit exceeded") {
-                    "the hook payload nests deeper than 128 levels".to_string()
+                    PayloadError::TooDeep
                 } else {
-                    format!(
-                        "the hook payload is not JSON (line {}, column {})",
-                        e.line(),
-                        e.column()
-                    )
+                    PayloadError::NotJson {
+                        line: e.line(),
+                        column: e.column(),
+                    }
                 }
             })
         });
@@ -119,10 +164,10 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
         .and_then(|p| str_field(p, "hook_event_name"))
         .unwrap_or("")
         .to_string();
-    let result = match (&payload, &ctx.store) {
-        (Err(e), _) => Err(HookError::Payload(e.clone())),
-        (Ok(_), Err(e)) => Err(HookError::Store(e.clone())),
-        (Ok(p), Ok(store)) => dispatch(dialect, &event, p, ctx.engine, *store),
+    let result = match (payload, ctx.store) {
+        (Err(e), _) => Err(HookError::Payload(e)),
+        (Ok(_), Err(e)) => Err(HookError::Store(e)),
+        (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx.engine, store),
     };
     let mut reply = Reply::default();
     if let Ok(store) = &ctx.store {
@@ -133,19 +178,14 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
 
 /// The answer to a payload that could not be read at all (larger than [`MAX_PAYLOAD`],
 /// or stdin failed): the failure policy applies, and the warning says why.
-pub fn handle_unreadable(reason: &str, ctx: &Context<'_>) -> Reply {
-    answer(
-        Reply::default(),
-        "",
-        Err(HookError::Payload(reason.to_string())),
-        ctx,
-    )
+pub fn handle_unreadable(reason: PayloadError, ctx: &Context<'_>) -> Reply {
+    answer(Reply::default(), "", Err(HookError::Payload(reason)), ctx)
 }
 
 fn answer(
     mut reply: Reply,
     event: &str,
-    result: Result<Option<String>, HookError>,
+    result: Result<Option<String>, HookError<'_>>,
     ctx: &Context<'_>,
 ) -> Reply {
     match result {
@@ -181,9 +221,8 @@ fn context_output(event: &str, text: &str) -> String {
         .to_string()
 }
 
-fn session_key(p: &Value) -> Result<String, HookError> {
-    let session = str_field(p, "session_id")
-        .ok_or_else(|| HookError::Payload("the payload has no session_id".into()))?;
+fn session_key(p: &Value) -> Result<String, PayloadError> {
+    let session = str_field(p, "session_id").ok_or(PayloadError::NoSessionId)?;
     Ok(loopbrake_session::key(session, str_field(p, "agent_id")))
 }
 
@@ -235,7 +274,7 @@ fn dispatch(
     p: &Value,
     engine: &Engine,
     store: &dyn Store,
-) -> Result<Option<String>, HookError> {
+) -> Result<Option<String>, HookError<'static>> {
     let sessions = Sessions::new(engine, store);
     match event {
         "PreToolUse" => pre_tool_use(p, &sessions),
@@ -259,10 +298,9 @@ fn dispatch(
 fn pre_tool_use<S: Store + ?Sized>(
     p: &Value,
     sessions: &Sessions<'_, S>,
-) -> Result<Option<String>, HookError> {
+) -> Result<Option<String>, HookError<'static>> {
     let key = session_key(p)?;
-    let tool = str_field(p, "tool_name")
-        .ok_or_else(|| HookError::Payload("PreToolUse without tool_name".into()))?;
+    let tool = str_field(p, "tool_name").ok_or(PayloadError::NoToolName)?;
     let empty = json!({});
     let args = p.get("tool_input").unwrap_or(&empty);
     let id = pre_call_id(p, tool, args);
@@ -408,7 +446,7 @@ fn post_tool_use<S: Store + ?Sized>(
     event: &str,
     p: &Value,
     sessions: &Sessions<'_, S>,
-) -> Result<Option<String>, HookError> {
+) -> Result<Option<String>, HookError<'static>> {
     let key = session_key(p)?;
     let tool = str_field(p, "tool_name").unwrap_or("");
     let empty = json!({});

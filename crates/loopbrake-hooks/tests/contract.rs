@@ -2,8 +2,8 @@
 
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
-use loopbrake_hooks::{codex_exit_code, handle, outcome_of, Context, Dialect};
-use loopbrake_store::{MemoryStore, Store};
+use loopbrake_hooks::{codex_exit_code, handle, outcome_of, Context, Dialect, Unavailable};
+use loopbrake_store::{MemoryStore, Store, StoreError};
 use serde_json::{json, Value};
 
 fn engine(toml: &str) -> Engine {
@@ -297,9 +297,13 @@ fn the_codex_payload_is_judged_the_same_way() {
 fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
     let e = engine("");
     let pre = claude_pre("x", "ls", "d").to_string();
+    let locked = Unavailable::Store(StoreError::unavailable(
+        "sqlite /x/state.db",
+        "database is locked",
+    ));
     let open = Context {
         engine: &e,
-        store: Err("sqlite /x/state.db: database is locked".into()),
+        store: Err(&locked),
         fail_closed: false,
     };
     let r = handle(Dialect::Claude, pre.as_bytes(), &open);
@@ -313,7 +317,7 @@ fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
     );
     let closed = Context {
         engine: &e,
-        store: Err("sqlite /x/state.db: database is locked".into()),
+        store: Err(&locked),
         fail_closed: true,
     };
     let r = handle(Dialect::Claude, pre.as_bytes(), &closed);

@@ -69,10 +69,27 @@ pub struct Options {
 pub enum ProxyError {
     /// The downstream server failed (exited, closed its output, wrote garbage).
     #[error("the MCP server {0}")]
-    Downstream(String),
-    /// Talking to the client failed.
+    Downstream(#[from] ServerFailure),
+    /// Reading from the client failed.
     #[error("the MCP client connection failed: {0}")]
-    Client(String),
+    Client(#[source] std::io::Error),
+}
+
+/// How the downstream server failed; each reads as the end of "the MCP server …".
+#[derive(Debug, thiserror::Error)]
+pub enum ServerFailure {
+    /// Its stdout reached end of file.
+    #[error("closed its output")]
+    Closed,
+    /// Its stdout could not be read.
+    #[error("could not be read ({0})")]
+    Unreadable(#[source] std::io::Error),
+    /// A line on its stdout was not JSON.
+    #[error("wrote something that is not JSON-RPC on its stdout")]
+    NotJsonRpc,
+    /// The task reading its stdout ended abnormally.
+    #[error("reader failed ({0})")]
+    ReaderFailed(#[source] tokio::task::JoinError),
 }
 
 #[derive(Debug)]
@@ -509,7 +526,7 @@ where
                 let line = match read_message(&mut r, &mut buf).await {
                     Ok(Some(l)) => l,
                     Ok(None) => return Ok::<(), ProxyError>(()),
-                    Err(e) => return Err(ProxyError::Client(e.to_string())),
+                    Err(e) => return Err(ProxyError::Client(e)),
                 };
                 if line.trim().is_empty() {
                     continue;
@@ -596,17 +613,15 @@ where
             loop {
                 let line = match read_message(&mut r, &mut buf).await {
                     Ok(Some(l)) => l,
-                    Ok(None) => return Err("closed its output".to_string()),
-                    Err(e) => return Err(format!("could not be read ({e})")),
+                    Ok(None) => return ServerFailure::Closed,
+                    Err(e) => return ServerFailure::Unreadable(e),
                 };
                 if line.trim().is_empty() {
                     continue;
                 }
                 let mut msg: Value = match serde_json::from_str(&line) {
                     Ok(v) => v,
-                    Err(_) => {
-                        return Err("wrote something that is not JSON-RPC on its stdout".to_string())
-                    }
+                    Err(_) => return ServerFailure::NotJsonRpc,
                 };
                 let is_response = msg.get("method").is_none();
                 let pending = match msg.get("id").filter(|_| is_response) {
@@ -646,11 +661,10 @@ where
         }
         r = &mut from_server => {
             let why = match r {
-                Ok(Err(why)) => why,
-                Ok(Ok(())) => "stopped".to_string(),
-                Err(e) => format!("reader failed ({e})"),
+                Ok(why) => why,
+                Err(e) => ServerFailure::ReaderFailed(e),
             };
-            shared.fail_inflight(&why);
+            shared.fail_inflight(&why.to_string());
             Err(ProxyError::Downstream(why))
         }
     };

@@ -4,7 +4,8 @@ use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
 use loopbrake_hooks::{
-    handle, handle_unreadable, init as hooks_init, Context, Dialect, MAX_PAYLOAD,
+    handle, handle_unreadable, init as hooks_init, Context, Dialect, PayloadError, Unavailable,
+    MAX_PAYLOAD,
 };
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,19 +36,18 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
     let read = std::io::stdin()
         .take(MAX_PAYLOAD as u64 + 1)
         .read_to_end(&mut input);
-    let mut early: Vec<String> = Vec::new();
-    if let Err(e) = read {
-        early.push(format!("cannot read the hook payload: {e}"));
-    } else if input.len() > MAX_PAYLOAD {
-        early.push(format!("the hook payload exceeds {MAX_PAYLOAD} bytes"));
-    }
+    let early = match read {
+        Err(e) => Some(PayloadError::Unreadable(e)),
+        Ok(_) if input.len() > MAX_PAYLOAD => Some(PayloadError::TooLarge),
+        Ok(_) => None,
+    };
     let loaded = settings::load(config);
     let (engine, store_settings, cfg_error) = match loaded {
         Ok(s) => (Engine::new(s.engine), s.store, None),
         Err(e) => (
             Engine::default(),
             settings::store_settings_of_broken(config),
-            Some(e.to_string()),
+            Some(e),
         ),
     };
     let log_path = store_settings
@@ -55,24 +55,25 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         .parent()
         .map(|d| d.join("hook.log"))
         .unwrap_or_else(|| PathBuf::from("hook.log"));
-    let store = match (&cfg_error, early.first()) {
-        (Some(e), _) => Err(format!("configuration: {e}")),
-        (None, Some(_)) => Err("the payload was not read".to_string()),
+    let cfg_message = cfg_error.as_ref().map(|e| e.to_string());
+    let store = match (cfg_error, &early) {
+        (Some(e), _) => Err(Unavailable::Configuration(Box::new(e))),
+        (None, Some(_)) => Err(Unavailable::PayloadUnread),
         (None, None) => store_settings
             .open(StoreKind::Sqlite, &process_env)
-            .map_err(|e| e.to_string()),
+            .map_err(Unavailable::Store),
     };
     let ctx = Context {
         engine: &engine,
-        store: store.as_ref().map(|s| s.as_ref()).map_err(|e| e.clone()),
+        store: store.as_ref().map(|s| s.as_ref()),
         fail_closed: store_settings.fail_closed,
     };
-    let reply = match early.first() {
+    let reply = match early {
         Some(reason) => handle_unreadable(reason, &ctx),
         None => handle(dialect, &input, &ctx),
     };
     let mut stdout_text = reply.stdout.clone();
-    if let Some(e) = &cfg_error {
+    if let Some(e) = &cfg_message {
         let session = serde_json::from_slice::<serde_json::Value>(&input)
             .ok()
             .and_then(|v| {
