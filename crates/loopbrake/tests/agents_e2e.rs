@@ -124,11 +124,7 @@ fn setup_claude(dir: &Path, toml: &str) -> PathBuf {
         .env("CLAUDE_CONFIG_DIR", &cfg)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     cfg
 }
 
@@ -166,11 +162,7 @@ fn claude_code_repeating_one_bash_call_is_stopped_at_the_third() {
     let cfg = setup_claude(&dir, "");
     let mock = start_mock(&dir, "echo same-call", 8);
     let out = run_claude(&dir, &cfg, &mock);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let results = claude_last_results(&requests(&mock));
     assert_eq!(
         results.len(),
@@ -199,11 +191,7 @@ fn claude_code_repeating_a_failing_command_is_advised_then_stopped() {
         10,
     );
     let out = run_claude(&dir, &cfg, &mock);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let reqs = requests(&mock);
     let results = claude_last_results(&reqs);
     assert_eq!(results.len(), 6, "{results:?}");
@@ -245,11 +233,7 @@ fn setup_codex(dir: &Path, toml: &str, port: u16) -> PathBuf {
         .env("CODEX_HOME", &home)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     home
 }
 
@@ -293,11 +277,7 @@ fn codex_repeating_one_command_is_stopped_at_the_third() {
     let mock = start_mock(&dir, "echo same-call", 8);
     let home = setup_codex(&dir, "", mock.port);
     let out = run_codex(&dir, &home);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let outputs = codex_outputs(&requests(&mock));
     let last = outputs.last().unwrap();
     assert_eq!(last.len(), 3, "{outputs:?}");
@@ -320,11 +300,7 @@ fn codex_repeating_a_failing_command_is_advised_then_stopped() {
     );
     let home = setup_codex(&dir, "[breaker]\non_limit = \"deny\"\n", mock.port);
     let out = run_codex(&dir, &home);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let reqs = requests(&mock);
     let outputs = codex_outputs(&reqs);
     let last = outputs.last().unwrap();

@@ -70,19 +70,7 @@ fn serve_answers_each_line_at_once_and_exits_cleanly_on_eof() {
 #[test]
 fn replay_exits_1_when_a_line_is_in_error_and_0_otherwise() {
     let run = |input: &str| {
-        let mut child = bin()
-            .arg("replay")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = run_with_stdin(bin().arg("replay"), input.as_bytes());
         (out.status.code(), String::from_utf8(out.stdout).unwrap())
     };
     let good = r#"{"event":"call","session":"s","id":"1","tool":"t"}
@@ -219,11 +207,7 @@ fn the_html_report_is_self_contained() {
         .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("django__django-11265"));
@@ -271,11 +255,7 @@ fn the_html_report_renders_in_headless_chromium() {
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let png = std::fs::read(&shot).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(
@@ -360,11 +340,7 @@ fn config_check_prints_every_section_with_credentials_hidden() {
     )
     .unwrap();
     let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     for section in ["[streak]", "[breaker]", "[protocol]", "[store]"] {
         assert!(
@@ -456,11 +432,7 @@ fn configuration_lookup_order() {
     .unwrap();
     let effective = |c: &mut Command| {
         let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         let text = String::from_utf8(out.stdout).unwrap();
         text.lines()
             .find(|l| l.starts_with("max_repeats"))

@@ -53,11 +53,7 @@ fn sessions_json(dir: &Path, config: Option<&Path>) -> Vec<Value> {
         c.arg("--config").arg(cfg);
     }
     let out = c.args(["sessions", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -121,11 +117,7 @@ fn killed_hook_processes_never_corrupt_the_store() {
         .args(["sessions", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let s: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s.len(), 1);
     let store = loopbrake_store::SqliteStore::open(&dir.join("state/state.db"), Default::default())
@@ -152,24 +144,14 @@ fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
     let run = |fail_closed: bool| {
         let cfg = dir.join(format!("lb-{fail_closed}.toml"));
         std::fs::write(&cfg, format!("[store]\nfail_closed = {fail_closed}\n")).unwrap();
-        let mut c = bin(&dir);
-        c.env("LOOPBRAKE_STATE", blocker.join("state.db"));
-        let mut child = c
-            .arg("--config")
-            .arg(&cfg)
-            .args(["hook", "claude"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(pre("s", "t1", "ls").to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        run_with_stdin(
+            bin(&dir)
+                .env("LOOPBRAKE_STATE", blocker.join("state.db"))
+                .arg("--config")
+                .arg(&cfg)
+                .args(["hook", "claude"]),
+            pre("s", "t1", "ls").to_string().as_bytes(),
+        )
     };
     let open = run(false);
     assert_eq!(open.status.code(), Some(0));
@@ -247,11 +229,7 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
     std::fs::write(&settings, serde_json::to_string_pretty(&original).unwrap()).unwrap();
     let init = |args: &[&str]| {
         let out = bin(&dir).arg("init").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         String::from_utf8(out.stdout).unwrap()
     };
     let out = init(&["claude"]);
@@ -304,11 +282,7 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
         .args(["init", "claude", "--local"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let local: Value = serde_json::from_str(
         &std::fs::read_to_string(claude_dir.join("settings.local.json")).unwrap(),
     )
@@ -504,11 +478,7 @@ fn init_keeps_modes_and_never_follows_a_planted_symlink() {
     std::os::unix::fs::symlink(&outside, claude_dir.join("settings.json.loopbrake-backup"))
         .unwrap();
     let out = bin(&dir).args(["init", "claude"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
     let backup = claude_dir.join("settings.json.loopbrake-backup");
     assert!(!std::fs::symlink_metadata(&backup)
@@ -531,11 +501,7 @@ fn init_keeps_modes_and_never_follows_a_planted_symlink() {
     std::fs::remove_file(&settings).unwrap();
     std::os::unix::fs::symlink(&real, &settings).unwrap();
     let out = bin(&dir).args(["init", "claude"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(std::fs::symlink_metadata(&settings)
         .unwrap()
         .file_type()

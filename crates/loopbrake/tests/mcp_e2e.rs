@@ -41,11 +41,7 @@ fn client(name: &str, toml: &str, scenario: &str) -> Value {
         .env_remove("LOOPBRAKE_CONFIG")
         .env_remove("LOOPBRAKE_MAX_REPEATS");
     let out = output_with_deadline(c, 120);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     serde_json::from_slice(
         out.stdout
             .split(|b| *b == b'\n')
@@ -274,11 +270,7 @@ fn claude_code_through_the_proxy_sees_the_refusal() {
     let out = output_with_deadline(c, 240);
     let _ = mock.kill();
     let _ = mock.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let last = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -350,11 +342,7 @@ fn in_front_of_a_streamable_http_server() {
             .env_remove("LOOPBRAKE_STATE")
             .env_remove("LOOPBRAKE_CONFIG");
         let out = output_with_deadline(c, 120);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         serde_json::from_slice::<Value>(
             out.stdout
                 .split(|b| *b == b'\n')

@@ -182,11 +182,7 @@ fn original_verdicts(events: &str) -> Vec<(String, String)> {
             .arg(node_modules()),
         events.as_bytes(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

@@ -45,6 +45,16 @@ pub fn output_with_deadline(mut cmd: Command, secs: u64) -> Output {
     }
 }
 
+/// Fails the test unless the command succeeded, showing its stderr.
+#[track_caller]
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs a command with `input` on its stdin (written from another thread, so a command
 /// that answers while it reads never deadlocks) and returns its output.
 pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
