@@ -1,58 +1,11 @@
 //! Scenario tests of the breaker, through the engine's public API (docs/decisions.md,
 //! "Breaker").
 
-use loopbrake_core::config::no_env;
-use loopbrake_core::{Call, Config, Decision, Engine, Outcome, SessionState, Track, Verdict};
+mod support;
+
+use loopbrake_core::{Decision, Outcome, SessionState, Track, Verdict};
 use serde_json::{json, Value};
-
-fn engine(toml: &str) -> Engine {
-    Engine::new(Config::from_toml_str(toml, &no_env).expect("valid config"))
-}
-
-struct Session {
-    engine: Engine,
-    st: SessionState,
-    n: u32,
-}
-
-impl Session {
-    fn new(toml: &str) -> Self {
-        Session {
-            engine: engine(toml),
-            st: SessionState::default(),
-            n: 0,
-        }
-    }
-
-    fn call(&mut self, tool: &str, args: Value) -> Decision {
-        self.n += 1;
-        let id = format!("c{}", self.n);
-        self.engine
-            .pre(
-                &mut self.st,
-                &Call {
-                    session: "s1",
-                    id: &id,
-                    tool,
-                    args: &args,
-                },
-            )
-            .unwrap()
-    }
-
-    /// A call that runs and succeeds (or fails) with `outcome`.
-    fn run(&mut self, tool: &str, args: Value, outcome: Outcome) -> Decision {
-        let d = self.call(tool, args);
-        if d.runs() {
-            self.engine.post(&mut self.st, &d.id, &outcome).unwrap();
-        }
-        d
-    }
-
-    fn last_id(&self) -> String {
-        format!("c{}", self.n)
-    }
-}
+use support::Session;
 
 fn ok() -> Outcome {
     Outcome::success("{\"rows\": 3}")

@@ -1,81 +1,11 @@
 //! Progress-aware detection through the engine's public API: loops are still stopped,
 //! work is not. Each scenario is a pattern seen in real recorded agent runs.
 
-use loopbrake_core::config::no_env;
-use loopbrake_core::{
-    Call, Config, Decision, Engine, Outcome, SessionState, Stage, Track, Verdict,
-};
+mod support;
+
+use loopbrake_core::{Outcome, Stage, Track, Verdict};
 use serde_json::{json, Value};
-
-struct Run {
-    engine: Engine,
-    st: SessionState,
-    n: u32,
-    /// Every verdict, in order.
-    verdicts: Vec<Verdict>,
-}
-
-impl Run {
-    fn new(toml: &str) -> Self {
-        Run {
-            engine: Engine::new(Config::from_toml_str(toml, &no_env).expect("valid config")),
-            st: SessionState::default(),
-            n: 0,
-            verdicts: Vec::new(),
-        }
-    }
-
-    fn call(&mut self, tool: &str, args: Value) -> Decision {
-        self.n += 1;
-        let id = format!("c{}", self.n);
-        let d = self
-            .engine
-            .pre(
-                &mut self.st,
-                &Call {
-                    session: "s1",
-                    id: &id,
-                    tool,
-                    args: &args,
-                },
-            )
-            .unwrap();
-        self.verdicts.push(d.verdict);
-        d
-    }
-
-    /// A call that runs (when allowed) and returns `outcome`; the post's advisories are
-    /// returned with the decision's.
-    fn try_run(&mut self, tool: &str, args: Value, outcome: Outcome) -> (Decision, Vec<String>) {
-        let d = self.call(tool, args);
-        let mut advisories: Vec<String> = d.advisories.iter().map(|a| a.text.clone()).collect();
-        if d.runs() {
-            let p = self.engine.post(&mut self.st, &d.id, &outcome).unwrap();
-            advisories.extend(p.advisories.iter().map(|a| a.text.clone()));
-        }
-        (d, advisories)
-    }
-
-    /// [`Run::try_run`] for steps whose decision only the recorded verdicts need.
-    fn run(&mut self, tool: &str, args: Value, outcome: Outcome) {
-        let _ = self.try_run(tool, args, outcome);
-    }
-
-    fn stops(&self) -> usize {
-        self.verdicts
-            .iter()
-            .filter(|v| matches!(v, Verdict::Ask | Verdict::Deny))
-            .count()
-    }
-
-    /// 1-based ordinal of the first call asked about or denied.
-    fn first_stop(&self) -> Option<usize> {
-        self.verdicts
-            .iter()
-            .position(|v| matches!(v, Verdict::Ask | Verdict::Deny))
-            .map(|i| i + 1)
-    }
-}
+use support::Session;
 
 fn bash(cmd: &str) -> Value {
     json!({ "command": cmd })
@@ -99,7 +29,7 @@ fn edit(i: usize) -> Value {
 
 #[test]
 fn paging_through_a_file_is_progress_up_to_the_ceiling() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for i in 0..47 {
         let page = format!("[File: big.py]\n{}: def handler_{i}(request):", 100 * i + 1);
         let (d, _) = r.try_run("scroll_down", json!({}), out(&page));
@@ -108,7 +38,7 @@ fn paging_through_a_file_is_progress_up_to_the_ceiling() {
     assert_eq!(r.stops(), 0);
     // A runaway identical call is still refused at the ceiling, output changing or not.
     for i in 47..70 {
-        r.run("scroll_down", json!({}), out(&format!("{i}: line {i}")));
+        r.step("scroll_down", json!({}), out(&format!("{i}: line {i}")));
     }
     assert_eq!(r.first_stop(), Some(64));
     let d = r.call("scroll_down", json!({}));
@@ -120,13 +50,13 @@ fn paging_through_a_file_is_progress_up_to_the_ceiling() {
 
 #[test]
 fn a_failing_cd_with_a_rising_line_counter_is_a_loop() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for i in 0..22 {
         let text = format!(
             "bash: line {}: cd: fastjson/: No such file or directory",
             11316 + i
         );
-        r.run("execute_bash", bash("cd fastjson/"), failed(1, &text));
+        r.step("execute_bash", bash("cd fastjson/"), failed(1, &text));
     }
     assert_eq!(r.first_stop(), Some(3), "{:?}", r.verdicts);
     let d = r.call("execute_bash", bash("cd fastjson/"));
@@ -139,18 +69,18 @@ fn a_failing_cd_with_a_rising_line_counter_is_a_loop() {
 
 #[test]
 fn the_same_error_every_time_is_stopped_at_the_third_call() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for _ in 0..13 {
-        r.run(
+        r.step(
             "execute_bash",
             bash("./mvnw compile; ./mvnw test"),
             failed(1, "Error: JAVA_HOME is not defined correctly."),
         );
     }
     assert_eq!(r.first_stop(), Some(3));
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for _ in 0..30 {
-        r.run(
+        r.step(
             "str_replace_editor",
             json!({"command": "create", "path": "/repo/a.py"}),
             Outcome {
@@ -164,20 +94,20 @@ fn the_same_error_every_time_is_stopped_at_the_third_call() {
 }
 
 /// The rhythm of every coding agent: edit, rerun the failing test, until it passes.
-fn edit_and_rerun(r: &mut Run, runs: usize, failure_text: impl Fn(usize) -> String) {
+fn edit_and_rerun(r: &mut Session, runs: usize, failure_text: impl Fn(usize) -> String) {
     for i in 0..runs {
         let outcome = if i + 1 == runs {
             out("All tests passed")
         } else {
             failed(1, &failure_text(i))
         };
-        r.run(
+        r.step(
             "execute_bash",
             bash("cd /repo && python reproduce_issue.py"),
             outcome,
         );
         if i + 1 < runs {
-            r.run(
+            r.step(
                 "str_replace_editor",
                 edit(i),
                 out("The file /repo/src/lib.py has been edited."),
@@ -189,46 +119,46 @@ fn edit_and_rerun(r: &mut Run, runs: usize, failure_text: impl Fn(usize) -> Stri
 #[test]
 fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
     // The failure reads the same each time (only the head of a long trace was kept)…
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     edit_and_rerun(&mut r, 15, |_| {
         "Traceback (most recent call last):\n  File \"reproduce_issue.py\", line 3\nAssertionError"
             .into()
     });
     assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
     // …or it changes as the fix takes shape.
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     edit_and_rerun(&mut r, 15, |i| {
         format!("AssertionError: expected 3, got {}", i % 3)
     });
     assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
     // Reads between the failures are not progress: rerun, read, rerun, read with the same
     // results is a cycle, stopped at its 3rd round…
-    let rerun_and_read = |r: &mut Run| {
+    let rerun_and_read = |r: &mut Session| {
         for _ in 0..6 {
-            r.run(
+            r.step(
                 "execute_bash",
                 bash("cd /repo && python reproduce_issue.py"),
                 failed(1, "AssertionError"),
             );
-            r.run(
+            r.step(
                 "execute_bash",
                 bash("cat /repo/src/lib.py"),
                 out("def f(): pass"),
             );
         }
     };
-    let mut r = Run::new("[streak]\nenabled = false");
+    let mut r = Session::new("[streak]\nenabled = false");
     rerun_and_read(&mut r);
     assert_eq!(r.first_stop(), Some(5), "{:?}", r.verdicts);
     // …and without cycle detection the failure gate still stops the 6th run.
-    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\ncycle_limit = \"off\"");
+    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\ncycle_limit = \"off\"");
     rerun_and_read(&mut r);
     assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
 }
 
 #[test]
 fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     let mut struggle_advisory = None;
     let mut asked = None;
     for i in 0..20 {
@@ -251,7 +181,7 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
         {
             struggle_advisory.get_or_insert((i + 1, a.clone()));
         }
-        r.run(
+        r.step(
             "Edit",
             json!({"file_path": "/repo/x.py", "old_string": format!("{i}"), "new_string": "y"}),
             out("ok"),
@@ -270,14 +200,14 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
         .iter()
         .all(|h| h.track == Track::Struggle && h.count == 16));
     // With on_limit = "deny" a struggle is never stopped at all.
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
     for i in 0..30 {
-        r.run(
+        r.step(
             "execute_bash",
             bash("pytest tests/test_x.py"),
             failed(1, "F"),
         );
-        r.run(
+        r.step(
             "Edit",
             json!({"file_path": "/repo/x.py", "old_string": format!("{i}"), "new_string": "y"}),
             out("ok"),
@@ -288,14 +218,14 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
 
 #[test]
 fn a_failing_edit_is_not_progress() {
-    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
     for i in 0..6 {
-        r.run(
+        r.step(
             "execute_bash",
             bash("make test"),
             failed(2, "make: *** [test] Error 1"),
         );
-        r.run(
+        r.step(
             "str_replace_editor",
             edit(i),
             Outcome {
@@ -310,14 +240,14 @@ fn a_failing_edit_is_not_progress() {
 
 #[test]
 fn shell_writes_count_as_edits() {
-    let mut r = Run::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
     for i in 0..10 {
-        r.run(
+        r.step(
             "execute_bash",
             bash("python -m pytest -x"),
             failed(1, "1 failed"),
         );
-        r.run(
+        r.step(
             "execute_bash",
             bash(&format!("sed -i 's/old{i}/new/' src/app.py")),
             out(""),
@@ -328,19 +258,19 @@ fn shell_writes_count_as_edits() {
 
 #[test]
 fn a_no_op_edit_repeated_is_a_micro_loop() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for _ in 0..4 {
-        r.run("execute_bash", bash("sed -i 's/x/x/' f.py"), out(""));
+        r.step("execute_bash", bash("sed -i 's/x/x/' f.py"), out(""));
     }
     assert_eq!(r.first_stop(), Some(3));
 }
 
 #[test]
 fn a_short_failing_retry_is_stopped_early() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     let args = json!({"reservation_id": "K1NW8N", "flights": [{"flight_number": "HAT023", "date": "2024-05-26"}]});
     for _ in 0..3 {
-        r.run(
+        r.step(
             "update_reservation_flights",
             args.clone(),
             Outcome {
@@ -355,14 +285,14 @@ fn a_short_failing_retry_is_stopped_early() {
 
 #[test]
 fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
     for _ in 0..6 {
-        r.run(
+        r.step(
             "get_user_details",
             json!({"user_id": "u1"}),
             out("{\"name\": \"Ann\"}"),
         );
-        r.run(
+        r.step(
             "get_reservation_details",
             json!({"reservation_id": "R1"}),
             out("{\"status\": \"active\"}"),
@@ -384,25 +314,25 @@ fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
     assert_eq!(d.hits[0].period, Some(2));
 
     // Period 3 too.
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
     for _ in 0..4 {
-        r.run(
+        r.step(
             "execute_bash",
             bash("make"),
             out("make: Nothing to be done"),
         );
-        r.run("execute_bash", bash("git status"), out("nothing to commit"));
-        r.run("execute_bash", bash("ls build"), out("app"));
+        r.step("execute_bash", bash("git status"), out("nothing to commit"));
+        r.step("execute_bash", bash("ls build"), out("app"));
     }
     assert_eq!(r.first_stop(), Some(7), "{:?}", r.verdicts);
 }
 
 #[test]
 fn a_cycle_whose_outcomes_advance_is_polling_not_a_loop() {
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
     for i in 0..30 {
-        r.run("execute_bash", bash("sleep 5"), out(""));
-        r.run(
+        r.step("execute_bash", bash("sleep 5"), out(""));
+        r.step(
             "execute_bash",
             bash("tail -n 1 build.log"),
             out(&format!("step {i} of 30: compiling module_{i}")),
@@ -413,7 +343,7 @@ fn a_cycle_whose_outcomes_advance_is_polling_not_a_loop() {
 
 #[test]
 fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
     for i in 0..30 {
         let (d, _) = r.try_run(
             "check_job",
@@ -423,9 +353,9 @@ fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
         assert!(d.runs(), "poll {} stopped", i + 1);
     }
     // The same call returning the same result reaches the gate as before.
-    let mut r = Run::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    let mut r = Session::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
     for _ in 0..12 {
-        r.run("check_job", json!({"job": "j1"}), out("job j1: queued"));
+        r.step("check_job", json!({"job": "j1"}), out("job j1: queued"));
     }
     assert_eq!(r.first_stop(), Some(12));
 }
@@ -434,29 +364,29 @@ fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
 fn seed_mode_restores_the_exact_rules() {
     let seed = "[streak]\nprogress = false\n[breaker]\nprogress = false\non_limit = \"deny\"";
     // The streak brake counts identical calls whatever they returned.
-    let mut r = Run::new(seed);
+    let mut r = Session::new(seed);
     for i in 0..3 {
-        r.run("scroll_down", json!({}), out(&format!("{i}: new lines")));
+        r.step("scroll_down", json!({}), out(&format!("{i}: new lines")));
     }
     assert_eq!(r.first_stop(), Some(3));
     let d = r.call("scroll_down", json!({}));
     assert!(!d.message.unwrap().contains("returned the same result"));
     // Edits do not restart the failure count: the 6th run is stopped.
-    let mut r = Run::new(seed);
+    let mut r = Session::new(seed);
     edit_and_rerun(&mut r, 15, |i| format!("AssertionError: {i}"));
     assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
     // No cycle detection, no struggle advisory.
-    let mut r = Run::new(seed);
+    let mut r = Session::new(seed);
     for _ in 0..5 {
-        r.run("a", json!({}), out("x"));
-        r.run("b", json!({}), out("y"));
+        r.step("a", json!({}), out("x"));
+        r.step("b", json!({}), out("y"));
     }
     assert_eq!(r.stops(), 0);
 }
 
 #[test]
 fn outcomes_never_reported_keep_the_seed_count() {
-    let mut r = Run::new("");
+    let mut r = Session::new("");
     for _ in 0..3 {
         let _ = r.call("scroll_down", json!({}));
     }
@@ -465,9 +395,9 @@ fn outcomes_never_reported_keep_the_seed_count() {
 
 #[test]
 fn the_struggle_advisory_stage_is_reported() {
-    let mut r = Run::new("[breaker]\nstruggle_warn_at = 2\nfail_warn_at = 0");
-    r.run("execute_bash", bash("make"), failed(2, "E1"));
-    r.run(
+    let mut r = Session::new("[breaker]\nstruggle_warn_at = 2\nfail_warn_at = 0");
+    r.step("execute_bash", bash("make"), failed(2, "E1"));
+    r.step(
         "Write",
         json!({"file_path": "a.c", "content": "x"}),
         out("ok"),
