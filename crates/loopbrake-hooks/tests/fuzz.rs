@@ -5,24 +5,9 @@ use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_hooks::{handle, Context, Dialect};
 use loopbrake_store::MemoryStore;
+use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-fn arb_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|i| json!(i)),
-        "[a-zA-Z0-9 :/._-]{0,12}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z_]{1,10}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-}
 
 fn arb_payload() -> impl Strategy<Value = Vec<u8>> {
     let shaped = (

@@ -7,28 +7,13 @@ use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_mcp::{run, Options};
 use loopbrake_store::MemoryStore;
+use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-fn arb_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|i| json!(i)),
-        "[a-z0-9 ]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-}
 
 /// A client line, and the id of the answer it must get (if it is a request).
 #[derive(Debug, Clone)]

@@ -7,6 +7,7 @@ use loopbrake_core::Engine;
 use loopbrake_protocol::import::{by_name, FORMATS};
 use loopbrake_protocol::{run, Handled, Processor, Sink};
 use loopbrake_store::MemoryStore;
+use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -18,22 +19,6 @@ impl Sink for Count {
         self.0.push(h.line.clone());
         Ok(())
     }
-}
-
-fn arb_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|i| json!(i)),
-        "[a-z0-9 ]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
 }
 
 /// A line: random bytes, random JSON, or an event with random (often wrong) fields.
