@@ -303,8 +303,9 @@ impl Engine {
     /// # Ok::<(), loopbrake_core::EngineError>(())
     /// ```
     pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
-        let digest = crate::canonical::call_digest(call.tool, call.args)?;
-        let digest = u32::from_be_bytes(digest[..4].try_into().expect("4 bytes")).max(1);
+        // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash.
+        let full = crate::canonical::call_digest(call.tool, call.args)?;
+        let digest = u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1);
         // The same id while its call is open: the same call seen through another seam
         // (judged again, counted once), or a different call reusing an id (an error).
         if let Some(open) = st.calls.iter().find(|c| c.id == call.id) {
@@ -315,13 +316,13 @@ impl Engine {
         let settled = self.settle(st, None);
         let mut d = Decision::allow(call.id);
         d.settled = settled;
-        match self.streak.check(
+        match self.streak.check_hashed(
             &mut st.streak,
             call.session,
             Some(call.id),
             call.tool,
-            call.args,
-        )? {
+            &full,
+        ) {
             StreakVerdict::Refuse(err) => {
                 d.verdict = Verdict::Deny;
                 d.engine = Some(crate::streak::ENGINE);

@@ -6,7 +6,7 @@
 //! The brake itself holds only its configuration; session state is a plain value the
 //! caller keeps (in memory, or in a store).
 
-use crate::canonical::{call_hash, hash_prefix, CanonicalError};
+use crate::canonical::{call_digest, hash_prefix, CanonicalError};
 use crate::config::{dotted, get_bool, get_int, show, unknown_key, ConfigError, EnvLookup};
 use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
@@ -346,11 +346,28 @@ impl StreakBrake {
         if !self.config.enabled {
             return Ok(StreakVerdict::Allow { count: 0 });
         }
-        let hash = call_hash(tool, args)?;
+        let digest = call_digest(tool, args)?;
+        Ok(self.check_hashed(state, session, call_id, tool, &digest))
+    }
+
+    /// [`StreakBrake::check`] for a call whose digest ([`call_digest`]) the caller already
+    /// has: the engine hashes each call once for both this brake and its id checks.
+    pub(crate) fn check_hashed(
+        &self,
+        state: &mut StreakState,
+        session: &str,
+        call_id: Option<&str>,
+        tool: &str,
+        digest: &[u8; 32],
+    ) -> StreakVerdict {
+        if !self.config.enabled {
+            return StreakVerdict::Allow { count: 0 };
+        }
+        let hash = hex::encode(digest);
         if let Some(id) = call_id {
             if let Some(seen) = state.seen.iter().find(|s| s.id == id) {
                 let (refused, count, by_limit) = (seen.refused, seen.count, seen.by_limit);
-                return Ok(self.verdict(state, refused, count, by_limit, tool, &hash, session));
+                return self.verdict(state, refused, count, by_limit, tool, &hash, session);
             }
         }
         if state.hash.as_deref() == Some(hash.as_str()) {
@@ -380,7 +397,7 @@ impl StreakBrake {
                 by_limit,
             });
         }
-        Ok(self.verdict(state, refused, count, by_limit, tool, &hash, session))
+        self.verdict(state, refused, count, by_limit, tool, &hash, session)
     }
 
     /// The outcome of a call this brake counted (progress signal). When it is the latest
