@@ -162,8 +162,8 @@ fn bench_decision(c: &mut Criterion) {
     let long_outcome = Outcome::success(output_800());
     let progress = Engine::new(Config::default());
     let seed = Engine::new(
-        Config::from_toml_str(
-            "[streak]\nprogress = false\n[breaker]\nprogress = false",
+        Config::from_value(
+            &json!({"streak": {"progress": false}, "breaker": {"progress": false}}),
             &loopbrake_core::config::no_env,
         )
         .unwrap(),
@@ -176,7 +176,7 @@ fn bench_decision(c: &mut Criterion) {
     bench_warm(&mut g, "pre_post_warm_800B_seed", &seed, &long_outcome);
 
     // Full window: 16 records of distinct calls, then the same mix keeps sliding it.
-    let cfg = Config::from_toml_str("[streak]\nenabled = false\n[breaker]\nlimits = { exact = 1000, cmd = 1000, net = 1000, sink = 1000, host = 1000 }", &loopbrake_core::config::no_env).unwrap();
+    let cfg = Config::from_value(&json!({"streak": {"enabled": false}, "breaker": {"limits": {"exact": 1000, "cmd": 1000, "net": 1000, "sink": 1000, "host": 1000}}}), &loopbrake_core::config::no_env).unwrap();
     let engine_full = Engine::new(cfg);
     let mut full = SessionState::default();
     for i in 0..64 {

@@ -1,13 +1,16 @@
-//! Engine configuration: the `[streak]` and `[breaker]` tables of `loopbrake.toml`,
-//! validated completely when loaded.
+//! Engine configuration: the `streak` and `breaker` sections, validated completely when
+//! built.
 //!
-//! Parsing TOML text is pure; *finding* the file (and reading environment variables)
-//! is the caller's job: the environment reaches this module as a lookup function, so
-//! the core never reads process state itself. Every error names the key, the value and
-//! the rule it broke.
+//! The core reads no file format: it validates a tree of values ([`Table`]), whichever
+//! file or API it came from (`loopbrake-config` reads `loopbrake.toml` into it and prints
+//! [`Config::to_value`] back as TOML). *Finding* the file and reading environment
+//! variables is the caller's job: the environment reaches this module as a lookup
+//! function, so the core never reads process state itself. Every error names the key, the
+//! value and the rule it broke.
 
 use crate::breaker::BreakerConfig;
 use crate::streak::StreakConfig;
+use serde_json::Value;
 use std::fmt;
 
 /// A configuration that cannot be used, with the key, the offending value and the rule.
@@ -22,11 +25,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(
-        key: impl Into<String>,
-        value: impl Into<String>,
-        rule: impl Into<String>,
-    ) -> Self {
+    /// An error about `key`, its `value` as written, and the `rule` it broke.
+    pub fn new(key: impl Into<String>, value: impl Into<String>, rule: impl Into<String>) -> Self {
         ConfigError {
             key: key.into(),
             value: value.into(),
@@ -35,8 +35,9 @@ impl ConfigError {
     }
 }
 
-/// The `key` of a TOML syntax error (its `value` is the position).
-pub const SYNTAX: &str = "(toml syntax)";
+/// The `key` of a syntax error in a settings file (its `value` names the format and the
+/// position: `TOML (line 1, column 9)`).
+pub const SYNTAX: &str = "(syntax)";
 /// The `value` of an error about a key itself (an unknown or retired key), not its value.
 pub const KEY_ITSELF: &str = "(set)";
 
@@ -53,7 +54,7 @@ impl fmt::Display for ConfigError {
         if self.key == SYNTAX {
             write!(
                 f,
-                "the file is not valid TOML ({}): {}{end}",
+                "the file is not valid {}: {}{end}",
                 self.value, self.rule
             )
         } else if self.value == KEY_ITSELF {
@@ -90,31 +91,35 @@ pub struct Config {
 /// Top-level tables the engine configuration owns.
 pub const ENGINE_TABLES: &[&str] = &["streak", "breaker"];
 
+/// A settings table as the core reads it: a format-neutral tree of values (whatever file
+/// or API the settings came from; `loopbrake-config` reads TOML into it).
+pub type Table = serde_json::Map<String, Value>;
+
 impl Config {
-    /// Parses and validates `loopbrake.toml` text containing only engine tables.
+    /// Validates a document holding only engine tables (`{"streak": {…}, "breaker": {…}}`).
     ///
     /// ```
     /// use loopbrake_core::config::{Config, no_env};
-    /// let cfg = Config::from_toml_str("[streak]\nmax_repeats = 5\n", &no_env).unwrap();
+    /// let cfg = Config::from_value(&serde_json::json!({"streak": {"max_repeats": 5}}), &no_env).unwrap();
     /// assert_eq!(cfg.streak.max_repeats(), 5);
-    /// let err = Config::from_toml_str("[streak]\nmax_repeats = 0\n", &no_env).unwrap_err();
+    /// let err = Config::from_value(&serde_json::json!({"streak": {"max_repeats": 0}}), &no_env).unwrap_err();
     /// assert_eq!(err.key, "streak.max_repeats");
     /// ```
-    pub fn from_toml_str(text: &str, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
-        let table = parse_toml(text)?;
+    pub fn from_value(doc: &Value, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
+        let table = as_table("", Some(doc))?.expect("present");
         for key in table.keys() {
             if !ENGINE_TABLES.contains(&key.as_str()) {
                 return Err(unknown_key("", key, ENGINE_TABLES));
             }
         }
-        Self::from_tables(table.get("streak"), table.get("breaker"), env)
+        Self::from_sections(table.get("streak"), table.get("breaker"), env)
     }
 
-    /// Builds the configuration from the `[streak]` and `[breaker]` values of an already
-    /// parsed file (either may be absent), so a host that owns more tables can reuse it.
-    pub fn from_tables(
-        streak: Option<&toml::Value>,
-        breaker: Option<&toml::Value>,
+    /// Builds the configuration from the `streak` and `breaker` sections of a document
+    /// (either may be absent), so a host that owns more sections can reuse it.
+    pub fn from_sections(
+        streak: Option<&Value>,
+        breaker: Option<&Value>,
         env: EnvLookup<'_>,
     ) -> Result<Self, ConfigError> {
         let streak_table = as_table("streak", streak)?;
@@ -124,41 +129,43 @@ impl Config {
             breaker: BreakerConfig::from_table(breaker_table)?,
         })
     }
-}
 
-/// Parses TOML text; a syntax error names its line and column.
-pub fn parse_toml(text: &str) -> Result<toml::Table, ConfigError> {
-    text.parse::<toml::Table>().map_err(|e| {
-        let at = e
-            .span()
-            .map(|sp| {
-                let before = &text[..sp.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                format!("line {line}, column {col}")
-            })
-            .unwrap_or_else(|| "(unknown position)".to_string());
-        ConfigError::new(SYNTAX, at, e.message().trim_end().to_string())
-    })
+    /// The effective configuration, every key written out (a stage or gate that is off
+    /// reads `"off"`); [`Config::from_value`] of it gives the same configuration.
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "streak": self.streak.to_value(),
+            "breaker": self.breaker.to_value(),
+        })
+    }
 }
 
 pub(crate) fn as_table<'a>(
     key: &str,
-    v: Option<&'a toml::Value>,
-) -> Result<Option<&'a toml::Table>, ConfigError> {
+    v: Option<&'a Value>,
+) -> Result<Option<&'a Table>, ConfigError> {
     match v {
         None => Ok(None),
-        Some(toml::Value::Table(t)) => Ok(Some(t)),
-        Some(other) => Err(ConfigError::new(key, show(other), "must be a table")),
+        Some(Value::Object(t)) => Ok(Some(t)),
+        Some(other) => Err(ConfigError::new(
+            if key.is_empty() { "(document)" } else { key },
+            show(other),
+            "must be a table",
+        )),
     }
 }
 
-/// TOML rendering of a value for error messages, cut to a sane length.
-pub fn show(v: &toml::Value) -> String {
+/// A value as error messages show it (strings quoted), cut to a sane length.
+pub fn show(v: &Value) -> String {
     let s = match v {
-        toml::Value::String(s) => format!("{s:?}"),
+        Value::String(s) => format!("{s:?}"),
         other => other.to_string(),
     };
+    cut(s)
+}
+
+/// Cuts a shown value to 80 characters.
+pub fn cut(s: String) -> String {
     if s.chars().count() > 80 {
         let cut: String = s.chars().take(80).collect();
         format!("{cut}…")
@@ -168,7 +175,7 @@ pub fn show(v: &toml::Value) -> String {
 }
 
 /// `prefix.key` for error messages.
-pub(crate) fn dotted(prefix: &str, key: &str) -> String {
+pub fn dotted(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
         key.to_string()
     } else {
@@ -199,7 +206,7 @@ pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
     ConfigError::new(dotted(prefix, key), KEY_ITSELF, rule)
 }
 
-pub(crate) fn get_bool(prefix: &str, key: &str, v: &toml::Value) -> Result<bool, ConfigError> {
+pub(crate) fn get_bool(prefix: &str, key: &str, v: &Value) -> Result<bool, ConfigError> {
     v.as_bool().ok_or_else(|| {
         ConfigError::new(
             dotted(prefix, key),
@@ -209,26 +216,36 @@ pub(crate) fn get_bool(prefix: &str, key: &str, v: &toml::Value) -> Result<bool,
     })
 }
 
-pub(crate) fn get_int(prefix: &str, key: &str, v: &toml::Value) -> Result<i64, ConfigError> {
+/// An integer (a whole number too large for 64 bits reads as `i64::MAX`, out of every range).
+pub(crate) fn as_int(v: &Value) -> Option<i64> {
     match v {
-        toml::Value::Integer(i) => Ok(*i),
-        toml::Value::Float(_) => Err(ConfigError::new(
+        Value::Number(n) if n.is_i64() => n.as_i64(),
+        Value::Number(n) if n.is_u64() => Some(i64::MAX),
+        _ => None,
+    }
+}
+
+pub(crate) fn get_int(prefix: &str, key: &str, v: &Value) -> Result<i64, ConfigError> {
+    match v {
+        Value::Number(n) if n.is_f64() => Err(ConfigError::new(
             dotted(prefix, key),
             show(v),
             "must be an integer",
         )),
-        _ => Err(ConfigError::new(
-            dotted(prefix, key),
-            show(v),
-            "must be a number (an integer)",
-        )),
+        _ => as_int(v).ok_or_else(|| {
+            ConfigError::new(
+                dotted(prefix, key),
+                show(v),
+                "must be a number (an integer)",
+            )
+        }),
     }
 }
 
 pub(crate) fn get_string_list(
     prefix: &str,
     key: &str,
-    v: &toml::Value,
+    v: &Value,
 ) -> Result<Vec<String>, ConfigError> {
     let arr = v.as_array().ok_or_else(|| {
         ConfigError::new(dotted(prefix, key), show(v), "must be an array of strings")
@@ -242,39 +259,21 @@ pub(crate) fn get_string_list(
         .collect()
 }
 
-impl Config {
-    /// The effective configuration as a complete `loopbrake.toml` (what
-    /// `loopbrake config check` prints). Parsing it back gives the same configuration.
-    pub fn to_toml(&self) -> String {
-        format!(
-            "[streak]\nenabled = {}\nmax_repeats = {}\nprogress = {}\nprogress_limit = {}\n\n{}",
-            self.streak.enabled(),
-            self.streak.max_repeats(),
-            self.streak.progress(),
-            self.streak.progress_limit(),
-            self.breaker.to_toml()
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_effective_configuration_round_trips() {
-        let custom = Config::from_toml_str(
-            "[streak]\nmax_repeats = 4\n[breaker]\nwarn_at = 0\nlimits = { \"host:a.b\" = 3, site = 30 }\nhost_aliases = { \"x.y\" = \"z.y\" }",
+        let custom = Config::from_value(
+            &json!({"streak": {"max_repeats": 4}, "breaker": {"warn_at": 0}}),
             &no_env,
         )
         .unwrap();
         for cfg in [Config::default(), custom] {
-            let text = cfg.to_toml();
-            assert_eq!(
-                Config::from_toml_str(&text, &no_env).unwrap(),
-                cfg,
-                "{text}"
-            );
+            let v = cfg.to_value();
+            assert_eq!(Config::from_value(&v, &no_env).unwrap(), cfg, "{v}");
         }
     }
 
@@ -282,14 +281,14 @@ mod tests {
     fn environment_fallback_only_when_the_key_is_missing() {
         let env = |k: &str| (k == "LOOPBRAKE_MAX_REPEATS").then(|| "7".to_string());
         assert_eq!(
-            Config::from_toml_str("", &env)
+            Config::from_value(&json!({}), &env)
                 .unwrap()
                 .streak
                 .max_repeats(),
             7
         );
         assert_eq!(
-            Config::from_toml_str("[streak]\nmax_repeats = 4", &env)
+            Config::from_value(&json!({"streak": {"max_repeats": 4}}), &env)
                 .unwrap()
                 .streak
                 .max_repeats(),
@@ -297,7 +296,7 @@ mod tests {
         );
         let legacy = |k: &str| (k == "DSH_LOOP_BRAKE_MAX_REPEATS").then(|| "5".to_string());
         assert_eq!(
-            Config::from_toml_str("", &legacy)
+            Config::from_value(&json!({}), &legacy)
                 .unwrap()
                 .streak
                 .max_repeats(),
@@ -305,24 +304,23 @@ mod tests {
         );
         for bad in ["3.5", "0", "many", "-2", "", " 3", "3\n", "4294967296"] {
             let env = |k: &str| (k == "LOOPBRAKE_MAX_REPEATS").then(|| bad.to_string());
-            let e = Config::from_toml_str("", &env).unwrap_err();
+            let e = Config::from_value(&json!({}), &env).unwrap_err();
             assert_eq!(e.key, "LOOPBRAKE_MAX_REPEATS", "{bad}");
         }
     }
 
     #[test]
     fn unknown_and_mistyped_keys_are_errors() {
-        let e = Config::from_toml_str("[streak]\nmax_repeat = 3", &no_env).unwrap_err();
+        let e = Config::from_value(&json!({"streak": {"max_repeat": 3}}), &no_env).unwrap_err();
         assert_eq!(e.key, "streak.max_repeat");
         assert!(e.rule.contains("did you mean `streak.max_repeats`"), "{e}");
-        let e = Config::from_toml_str("[streak]\nmax_repeats = \"3\"", &no_env).unwrap_err();
+        let e = Config::from_value(&json!({"streak": {"max_repeats": "3"}}), &no_env).unwrap_err();
         assert_eq!(
             (e.key.as_str(), e.value.as_str()),
             ("streak.max_repeats", "\"3\"")
         );
-        let e = Config::from_toml_str("[strek]\n", &no_env).unwrap_err();
+        let e = Config::from_value(&json!({"strek": {}}), &no_env).unwrap_err();
         assert!(e.rule.contains("`streak`"), "{e}");
-        assert!(Config::from_toml_str("streak = 3", &no_env).is_err());
-        assert!(Config::from_toml_str("[streak\n", &no_env).is_err());
+        assert!(Config::from_value(&json!({"streak": 3}), &no_env).is_err());
     }
 }

@@ -7,7 +7,9 @@
 //! caller keeps (in memory, or in a store).
 
 use crate::canonical::{call_digest, hash_prefix, CanonicalError};
-use crate::config::{dotted, get_bool, get_int, show, unknown_key, ConfigError, EnvLookup};
+use crate::config::{
+    as_int, dotted, get_bool, get_int, show, unknown_key, ConfigError, EnvLookup, Table,
+};
 use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,7 +30,8 @@ pub const DEFAULT_PROGRESS_LIMIT: u32 = 64;
 /// (docs/decisions.md, "Configuration and environment").
 pub const ENV_VARS: &[&str] = &["LOOPBRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_MAX_REPEATS"];
 
-const KEYS: &[&str] = &["enabled", "max_repeats", "progress", "progress_limit"];
+/// Every key of the `streak` section.
+pub const KEYS: &[&str] = &["enabled", "max_repeats", "progress", "progress_limit"];
 
 /// Validated streak-brake configuration. It can only be built valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,10 +113,7 @@ impl StreakConfig {
     }
 
     /// Reads the `[streak]` table; `max_repeats` falls back to the environment.
-    pub fn from_table(
-        table: Option<&toml::Table>,
-        env: EnvLookup<'_>,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_table(table: Option<&Table>, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
         let mut cfg = StreakConfig::default();
         let mut have_max = false;
         if let Some(t) = table {
@@ -133,10 +133,7 @@ impl StreakConfig {
                         cfg.progress_limit = n as u32;
                     }
                     "max_repeats" => {
-                        let n = match v {
-                            toml::Value::Integer(i) => Some(*i),
-                            _ => None,
-                        };
+                        let n = as_int(v);
                         cfg.max_repeats = validate_max_repeats(&dotted("streak", k), &show(v), n)?;
                         have_max = true;
                     }
@@ -159,6 +156,16 @@ impl StreakConfig {
             }
         }
         Ok(cfg)
+    }
+
+    /// The `streak` section, every key written out.
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "enabled": self.enabled,
+            "max_repeats": self.max_repeats,
+            "progress": self.progress,
+            "progress_limit": self.progress_limit,
+        })
     }
 }
 

@@ -29,7 +29,7 @@ fn cosmetic_args(i: usize) -> Value {
 
 #[test]
 fn the_cosmetic_variation_loop_is_gated_on_the_12th_call() {
-    let mut s = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut s = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     let mut advisories = Vec::new();
     for i in 0..11 {
         let d = s.run("bash", cosmetic_args(i), ok());
@@ -78,7 +78,7 @@ fn the_cosmetic_variation_loop_is_gated_on_the_12th_call() {
 
 #[test]
 fn pagination_is_never_gated_on_net_and_is_gated_on_host_at_16() {
-    let mut s = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut s = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     let page = |n: u32| json!({"command": format!("curl -s 'https://api.example.com/v1/items?page={n}&per_page=100'")});
     let mut advised = Vec::new();
     for n in 1..=15 {
@@ -110,7 +110,8 @@ fn not_found() -> Outcome {
 fn a_404_endpoint_is_blocked_on_the_6th_call_while_other_calls_pass() {
     // The streak brake would refuse the third consecutive identical fetch first; this
     // scenario is about the breaker's failure track alone.
-    let mut s = Session::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    let mut s =
+        Session::new(json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny"}}));
     let missing = json!({"url": "https://api.example.com/v1/missing"});
     let other = json!({"url": "https://api.example.com/v1/items"});
     let grep = json!({"command": "grep -rn 'v1/' src/"});
@@ -172,7 +173,7 @@ fn again(s: &mut Session, i: usize) -> Decision {
 
 #[test]
 fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
-    let mut s = Session::new("");
+    let mut s = Session::new(json!({}));
     repeated(&mut s, 11);
     let d = again(&mut s, 11);
     assert_eq!(d.verdict, Verdict::Ask);
@@ -208,7 +209,7 @@ fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
 
 #[test]
 fn a_declined_ask_denies_and_is_not_asked_again() {
-    let mut s = Session::new("");
+    let mut s = Session::new(json!({}));
     repeated(&mut s, 11);
     assert_eq!(again(&mut s, 11).verdict, Verdict::Ask);
     let id = s.last_id();
@@ -226,7 +227,7 @@ fn a_declined_ask_denies_and_is_not_asked_again() {
 
 #[test]
 fn an_unanswered_ask_fails_closed() {
-    let mut s = Session::new("");
+    let mut s = Session::new(json!({}));
     repeated(&mut s, 11);
     let asked = again(&mut s, 11);
     assert_eq!(asked.verdict, Verdict::Ask);
@@ -247,7 +248,7 @@ fn an_unanswered_ask_fails_closed() {
 
 #[test]
 fn the_streak_brake_refuses_the_third_identical_call_first() {
-    let mut s = Session::new("");
+    let mut s = Session::new(json!({}));
     let args = json!({"q": "weather"});
     assert_eq!(s.call("search", args.clone()).verdict, Verdict::Allow);
     assert_eq!(s.call("search", args.clone()).verdict, Verdict::Allow);
@@ -281,7 +282,7 @@ fn the_streak_brake_refuses_the_third_identical_call_first() {
 #[test]
 fn excluded_tools_and_disabled_engines_are_transparent() {
     let mut s = Session::new(
-        "[streak]\nenabled = false\n[breaker]\nexclude = [\"Read\"]\non_limit = \"deny\"",
+        json!({"streak": {"enabled": false}, "breaker": {"exclude": ["Read"], "on_limit": "deny"}}),
     );
     for _ in 0..40 {
         assert_eq!(
@@ -289,7 +290,8 @@ fn excluded_tools_and_disabled_engines_are_transparent() {
             Verdict::Allow
         );
     }
-    let mut s = Session::new("[breaker]\nenabled = false\n[streak]\nmax_repeats = 100");
+    let mut s =
+        Session::new(json!({"breaker": {"enabled": false}, "streak": {"max_repeats": 100}}));
     for _ in 0..40 {
         assert_eq!(
             s.run("Bash", json!({"command": "curl https://a.com/"}), ok())
@@ -301,7 +303,7 @@ fn excluded_tools_and_disabled_engines_are_transparent() {
 
 #[test]
 fn max_repeats_one_refuses_every_call() {
-    let mut s = Session::new("[streak]\nmax_repeats = 1");
+    let mut s = Session::new(json!({"streak": {"max_repeats": 1}}));
     assert_eq!(s.call("a", json!({})).verdict, Verdict::Deny);
     assert_eq!(s.call("b", json!({})).verdict, Verdict::Deny);
 }
@@ -309,7 +311,7 @@ fn max_repeats_one_refuses_every_call() {
 #[test]
 fn local_hosts_allow_relaxes_target_measures() {
     let mut s = Session::new(
-        "[breaker]\nlocal_hosts = \"allow\"\non_limit = \"deny\"\n[streak]\nenabled = false",
+        json!({"breaker": {"local_hosts": "allow", "on_limit": "deny"}, "streak": {"enabled": false}}),
     );
     for i in 0..30 {
         let d = s.run(
@@ -323,7 +325,7 @@ fn local_hosts_allow_relaxes_target_measures() {
 
 #[test]
 fn state_stays_bounded_and_never_holds_argument_text() {
-    let mut s = Session::new("[streak]\nenabled = false");
+    let mut s = Session::new(json!({"streak": {"enabled": false}}));
     for i in 0..2000 {
         let secret = format!("sk-SECRET-{i}");
         let _ = s.run("bash", json!({"command": format!("curl -H 'Authorization: {secret}' https://api.example.com/{i}")}), ok());

@@ -156,7 +156,7 @@ proptest! {
     #[test]
     fn counts_are_monotone_within_the_window(n in 1u32..16) {
         // The k-th repeat of one fetch is reported with count k (hits appear from 12).
-        let engine = Engine::new(Config::from_toml_str("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\nwarn_at = 0\nsummarize_at = 0\nlimits = { net = 2 }", &loopbrake_core::config::no_env).unwrap());
+        let engine = Engine::new(Config::from_value(&json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny", "warn_at": 0, "summarize_at": 0, "limits": {"net": 2}}}), &loopbrake_core::config::no_env).unwrap());
         let mut st = SessionState::default();
         let args = json!({"url": "https://a.com/x"});
         let mut last = 0;

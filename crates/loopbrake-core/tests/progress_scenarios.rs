@@ -29,7 +29,7 @@ fn edit(i: usize) -> Value {
 
 #[test]
 fn paging_through_a_file_is_progress_up_to_the_ceiling() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for i in 0..47 {
         let page = format!("[File: big.py]\n{}: def handler_{i}(request):", 100 * i + 1);
         let (d, _) = r.try_run("scroll_down", json!({}), out(&page));
@@ -50,7 +50,7 @@ fn paging_through_a_file_is_progress_up_to_the_ceiling() {
 
 #[test]
 fn a_failing_cd_with_a_rising_line_counter_is_a_loop() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for i in 0..22 {
         let text = format!(
             "bash: line {}: cd: fastjson/: No such file or directory",
@@ -69,7 +69,7 @@ fn a_failing_cd_with_a_rising_line_counter_is_a_loop() {
 
 #[test]
 fn the_same_error_every_time_is_stopped_at_the_third_call() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for _ in 0..13 {
         r.step(
             "execute_bash",
@@ -78,7 +78,7 @@ fn the_same_error_every_time_is_stopped_at_the_third_call() {
         );
     }
     assert_eq!(r.first_stop(), Some(3));
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for _ in 0..30 {
         r.step(
             "str_replace_editor",
@@ -119,14 +119,14 @@ fn edit_and_rerun(r: &mut Session, runs: usize, failure_text: impl Fn(usize) -> 
 #[test]
 fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
     // The failure reads the same each time (only the head of a long trace was kept)…
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     edit_and_rerun(&mut r, 15, |_| {
         "Traceback (most recent call last):\n  File \"reproduce_issue.py\", line 3\nAssertionError"
             .into()
     });
     assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
     // …or it changes as the fix takes shape.
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     edit_and_rerun(&mut r, 15, |i| {
         format!("AssertionError: expected 3, got {}", i % 3)
     });
@@ -147,18 +147,19 @@ fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
             );
         }
     };
-    let mut r = Session::new("[streak]\nenabled = false");
+    let mut r = Session::new(json!({"streak": {"enabled": false}}));
     rerun_and_read(&mut r);
     assert_eq!(r.first_stop(), Some(5), "{:?}", r.verdicts);
     // …and without cycle detection the failure gate still stops the 6th run.
-    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\ncycle_limit = \"off\"");
+    let mut r =
+        Session::new(json!({"streak": {"enabled": false}, "breaker": {"cycle_limit": "off"}}));
     rerun_and_read(&mut r);
     assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
 }
 
 #[test]
 fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     let mut struggle_advisory = None;
     let mut asked = None;
     for i in 0..20 {
@@ -200,7 +201,7 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
         .iter()
         .all(|h| h.track == Track::Struggle && h.count == 16));
     // With on_limit = "deny" a struggle is never stopped at all.
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     for i in 0..30 {
         r.step(
             "execute_bash",
@@ -218,7 +219,8 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
 
 #[test]
 fn a_failing_edit_is_not_progress() {
-    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    let mut r =
+        Session::new(json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny"}}));
     for i in 0..6 {
         r.step(
             "execute_bash",
@@ -240,7 +242,8 @@ fn a_failing_edit_is_not_progress() {
 
 #[test]
 fn shell_writes_count_as_edits() {
-    let mut r = Session::new("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"");
+    let mut r =
+        Session::new(json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny"}}));
     for i in 0..10 {
         r.step(
             "execute_bash",
@@ -258,7 +261,7 @@ fn shell_writes_count_as_edits() {
 
 #[test]
 fn a_no_op_edit_repeated_is_a_micro_loop() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for _ in 0..4 {
         r.step("execute_bash", bash("sed -i 's/x/x/' f.py"), out(""));
     }
@@ -267,7 +270,7 @@ fn a_no_op_edit_repeated_is_a_micro_loop() {
 
 #[test]
 fn a_short_failing_retry_is_stopped_early() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     let args = json!({"reservation_id": "K1NW8N", "flights": [{"flight_number": "HAT023", "date": "2024-05-26"}]});
     for _ in 0..3 {
         r.step(
@@ -285,7 +288,7 @@ fn a_short_failing_retry_is_stopped_early() {
 
 #[test]
 fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     for _ in 0..6 {
         r.step(
             "get_user_details",
@@ -314,7 +317,7 @@ fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
     assert_eq!(d.hits[0].period, Some(2));
 
     // Period 3 too.
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     for _ in 0..4 {
         r.step(
             "execute_bash",
@@ -329,7 +332,7 @@ fn a_cycle_without_progress_is_stopped_well_before_the_exact_gate() {
 
 #[test]
 fn a_cycle_whose_outcomes_advance_is_polling_not_a_loop() {
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"");
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
     for i in 0..30 {
         r.step("execute_bash", bash("sleep 5"), out(""));
         r.step(
@@ -343,7 +346,8 @@ fn a_cycle_whose_outcomes_advance_is_polling_not_a_loop() {
 
 #[test]
 fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    let mut r =
+        Session::new(json!({"breaker": {"on_limit": "deny"}, "streak": {"enabled": false}}));
     for i in 0..30 {
         let (d, _) = r.try_run(
             "check_job",
@@ -353,7 +357,8 @@ fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
         assert!(d.runs(), "poll {} stopped", i + 1);
     }
     // The same call returning the same result reaches the gate as before.
-    let mut r = Session::new("[breaker]\non_limit = \"deny\"\n[streak]\nenabled = false");
+    let mut r =
+        Session::new(json!({"breaker": {"on_limit": "deny"}, "streak": {"enabled": false}}));
     for _ in 0..12 {
         r.step("check_job", json!({"job": "j1"}), out("job j1: queued"));
     }
@@ -362,9 +367,10 @@ fn repeated_reads_that_return_new_output_do_not_reach_the_exact_gate() {
 
 #[test]
 fn seed_mode_restores_the_exact_rules() {
-    let seed = "[streak]\nprogress = false\n[breaker]\nprogress = false\non_limit = \"deny\"";
+    let seed =
+        json!({"streak": {"progress": false}, "breaker": {"progress": false, "on_limit": "deny"}});
     // The streak brake counts identical calls whatever they returned.
-    let mut r = Session::new(seed);
+    let mut r = Session::new(seed.clone());
     for i in 0..3 {
         r.step("scroll_down", json!({}), out(&format!("{i}: new lines")));
     }
@@ -372,11 +378,11 @@ fn seed_mode_restores_the_exact_rules() {
     let d = r.call("scroll_down", json!({}));
     assert!(!d.message.unwrap().contains("returned the same result"));
     // Edits do not restart the failure count: the 6th run is stopped.
-    let mut r = Session::new(seed);
+    let mut r = Session::new(seed.clone());
     edit_and_rerun(&mut r, 15, |i| format!("AssertionError: {i}"));
     assert_eq!(r.first_stop(), Some(11), "{:?}", r.verdicts);
     // No cycle detection, no struggle advisory.
-    let mut r = Session::new(seed);
+    let mut r = Session::new(seed.clone());
     for _ in 0..5 {
         r.step("a", json!({}), out("x"));
         r.step("b", json!({}), out("y"));
@@ -386,7 +392,7 @@ fn seed_mode_restores_the_exact_rules() {
 
 #[test]
 fn outcomes_never_reported_keep_the_seed_count() {
-    let mut r = Session::new("");
+    let mut r = Session::new(json!({}));
     for _ in 0..3 {
         let _ = r.call("scroll_down", json!({}));
     }
@@ -395,7 +401,7 @@ fn outcomes_never_reported_keep_the_seed_count() {
 
 #[test]
 fn the_struggle_advisory_stage_is_reported() {
-    let mut r = Session::new("[breaker]\nstruggle_warn_at = 2\nfail_warn_at = 0");
+    let mut r = Session::new(json!({"breaker": {"struggle_warn_at": 2, "fail_warn_at": 0}}));
     r.step("execute_bash", bash("make"), failed(2, "E1"));
     r.step(
         "Write",

@@ -1,5 +1,6 @@
 //! Contract tests: payloads as Claude Code and Codex send them in, the exact stdout out.
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_hooks::{codex_exit_code, handle, outcome_of, Context, Dialect, Unavailable};

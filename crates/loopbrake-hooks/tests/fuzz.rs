@@ -1,6 +1,7 @@
 //! Bounded random hook payloads: `handle` never panics, whatever the bytes, and answers
 //! either nothing or one JSON object.
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_hooks::{handle, Context, Dialect};

@@ -3,6 +3,7 @@
 //! proxy never panics or stops, and every request with an id gets exactly one answer
 //! (loopbrake's refusal or the server's result).
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_mcp::{run, Options};

@@ -2,6 +2,7 @@
 //! the proxy runs in this test's runtime over in-memory pipes, and its server is a real
 //! `server-everything` child process (from `target/e2e-npm`, installed by `scripts/test`).
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_mcp::{run, Options};

@@ -1,6 +1,7 @@
 //! The `[protocol]` table of `loopbrake.toml`: settings of `replay` and `serve`.
 
-use loopbrake_core::config::{show, unknown_key, ConfigError};
+use loopbrake_config::show;
+use loopbrake_core::config::{unknown_key, ConfigError};
 
 /// The `[protocol]` table: settings of `replay` and `serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! importers: no input panics, and without an importer every input line gets exactly one
 //! answer line, in order.
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_protocol::import::{by_name, FORMATS};

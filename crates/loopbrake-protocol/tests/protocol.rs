@@ -1,5 +1,6 @@
 //! The protocol, line by line, as the README's "The event protocol" specifies it.
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_protocol::import::{ClaudeCode, Codex, Importer, Trajectory};

@@ -2,7 +2,8 @@
 //! policy, validated when loaded (every error names the key, the value and the rule;
 //! credentials are never shown), and the store it opens.
 
-use loopbrake_core::config::{show, unknown_key, ConfigError};
+use loopbrake_config::show;
+use loopbrake_core::config::{unknown_key, ConfigError};
 use std::path::PathBuf;
 
 /// Which store keeps session state.

@@ -1,6 +1,7 @@
 //! The Redis store against a real `redis-server` started on loopback by the test
 //! (Debian's `redis-server`; `scripts/test` installs it when missing).
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::{Call, Engine, Outcome, Verdict};
 use loopbrake_store::testing::{free_port, RedisServer};

@@ -3,6 +3,7 @@
 //! to another primary in the middle of a run (`CLUSTER SETSLOT` + `MIGRATE`, as a
 //! resharding does) while writers keep deciding: no update is lost.
 
+use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::{Call, Engine, Verdict};
 use loopbrake_store::testing::RedisCluster;

@@ -8,7 +8,8 @@
 //! `$XDG_CONFIG_HOME/loopbrake/config.toml` (or `~/.config/loopbrake/config.toml`),
 //! then the built-in defaults.
 
-use loopbrake_core::config::{parse_toml, unknown_key, Config, ConfigError};
+use loopbrake_config::{engine_from_tables, parse_toml};
+use loopbrake_core::config::{unknown_key, Config, ConfigError};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -195,7 +196,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
         }
     }
     Ok(Loaded {
-        engine: Config::from_tables(table.get("streak"), table.get("breaker"), env)?,
+        engine: engine_from_tables(&table, env)?,
         protocol: protocol_table(table.get("protocol"))?,
         store: store_table(table.get("store"))?,
     })

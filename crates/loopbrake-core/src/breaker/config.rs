@@ -3,10 +3,12 @@
 
 use super::mutation::{MutatingTool, DEFAULT_MUTATING};
 use crate::config::{
-    dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, KEY_ITSELF,
+    as_int, dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, Table,
+    KEY_ITSELF,
 };
 use regex::Regex;
 use serde::Serialize;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// What happens when a call reaches a gate.
@@ -423,7 +425,7 @@ const P: &str = "breaker";
 
 impl BreakerConfig {
     /// Reads and validates the `[breaker]` table over the defaults.
-    pub fn from_table(table: Option<&toml::Table>) -> Result<Self, ConfigError> {
+    pub fn from_table(table: Option<&Table>) -> Result<Self, ConfigError> {
         let mut c = BreakerConfig::default();
         let Some(t) = table else { return Ok(c) };
         for (k, v) in t {
@@ -584,20 +586,20 @@ impl BreakerConfig {
     }
 }
 
-fn sub_table<'a>(k: &str, v: &'a toml::Value) -> Result<&'a toml::Table, ConfigError> {
-    v.as_table()
+fn sub_table<'a>(k: &str, v: &'a Value) -> Result<&'a Table, ConfigError> {
+    v.as_object()
         .ok_or_else(|| ConfigError::new(dotted(P, k), show(v), "must be a table"))
 }
 
 /// A stage: a positive integer turns it on; `0` or a negative number turns it off;
 /// `"off"` or `false` too. A non-integer is an error (thresholds are integers).
-fn stage(k: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
-    match v {
-        toml::Value::Boolean(false) => Ok(None),
-        toml::Value::String(s) if s == "off" => Ok(None),
-        toml::Value::Integer(i) if *i <= 0 => Ok(None),
-        toml::Value::Integer(i) if *i <= u32::MAX as i64 => Ok(Some(*i as u32)),
-        toml::Value::Float(_) => Err(ConfigError::new(dotted(P, k), show(v), "must be an integer")),
+fn stage(k: &str, v: &Value) -> Result<Option<u32>, ConfigError> {
+    match (v, as_int(v)) {
+        (Value::Bool(false), _) => Ok(None),
+        (Value::String(s), _) if s == "off" => Ok(None),
+        (_, Some(i)) if i <= 0 => Ok(None),
+        (_, Some(i)) if i <= u32::MAX as i64 => Ok(Some(i as u32)),
+        (Value::Number(n), None) if n.is_f64() => Err(ConfigError::new(dotted(P, k), show(v), "must be an integer")),
         _ => Err(ConfigError::new(
             dotted(P, k),
             show(v),
@@ -607,11 +609,11 @@ fn stage(k: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
 }
 
 /// A gate: an integer >= 2, or `"off"` / `false` for no gate.
-fn cap(key: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
-    match v {
-        toml::Value::Boolean(false) => Ok(None),
-        toml::Value::String(s) if s == "off" => Ok(None),
-        toml::Value::Integer(i) if (2..=u32::MAX as i64).contains(i) => Ok(Some(*i as u32)),
+fn cap(key: &str, v: &Value) -> Result<Option<u32>, ConfigError> {
+    match (v, as_int(v)) {
+        (Value::Bool(false), _) => Ok(None),
+        (Value::String(s), _) if s == "off" => Ok(None),
+        (_, Some(i)) if (2..=u32::MAX as i64).contains(&i) => Ok(Some(i as u32)),
         _ => Err(ConfigError::new(
             key,
             show(v),
@@ -620,7 +622,7 @@ fn cap(key: &str, v: &toml::Value) -> Result<Option<u32>, ConfigError> {
     }
 }
 
-fn positive(k: &str, v: &toml::Value) -> Result<usize, ConfigError> {
+fn positive(k: &str, v: &Value) -> Result<usize, ConfigError> {
     let n = get_int(P, k, v)?;
     if !(1..=1_000_000).contains(&n) {
         return Err(ConfigError::new(
@@ -632,7 +634,7 @@ fn positive(k: &str, v: &toml::Value) -> Result<usize, ConfigError> {
     Ok(n as usize)
 }
 
-fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
+fn tool_classes(t: &Table) -> Result<ToolClasses, ConfigError> {
     let mut c = ToolClasses::default();
     let p = "breaker.tools";
     for (k, v) in t {
@@ -645,8 +647,9 @@ fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
                 c.mutating = get_string_list(p, k, v)?
                     .iter()
                     .map(|spec| {
-                        MutatingTool::parse(spec)
-                            .map_err(|rule| ConfigError::new(dotted(p, k), toml_str(spec), rule))
+                        MutatingTool::parse(spec).map_err(|rule| {
+                            ConfigError::new(dotted(p, k), format!("{spec:?}"), rule)
+                        })
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -677,88 +680,51 @@ fn tool_classes(t: &toml::Table) -> Result<ToolClasses, ConfigError> {
     Ok(c)
 }
 
-fn toml_str(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
-}
-
-fn toml_list(v: &[String]) -> String {
-    format!(
-        "[{}]",
-        v.iter().map(|s| toml_str(s)).collect::<Vec<_>>().join(", ")
-    )
-}
-
-fn toml_key(k: &str) -> String {
-    if !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        k.to_string()
-    } else {
-        toml_str(k)
-    }
-}
-
-fn toml_opt(v: Option<u32>) -> String {
-    v.map(|n| n.to_string())
-        .unwrap_or_else(|| "\"off\"".to_string())
+/// A stage or gate as written back: its number, or `"off"`.
+fn opt(v: Option<u32>) -> Value {
+    v.map_or_else(|| json!("off"), |n| json!(n))
 }
 
 impl BreakerConfig {
-    /// The `[breaker]` tables as TOML, every key written out.
-    pub fn to_toml(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::from("[breaker]\n");
-        let _ = writeln!(s, "enabled = {}", self.enabled);
-        let _ = writeln!(s, "window = {}", self.window);
-        let on_limit = match self.on_limit {
-            OnLimit::Ask => "ask",
-            OnLimit::Deny => "deny",
-        };
-        let _ = writeln!(s, "on_limit = \"{on_limit}\"");
-        let local = match self.local_hosts {
-            LocalHosts::Deny => "deny",
-            LocalHosts::Allow => "allow",
-        };
-        let _ = writeln!(s, "local_hosts = \"{local}\"");
-        let _ = writeln!(s, "include_local = {}", self.include_local);
-        let _ = writeln!(s, "warn_at = {}", toml_opt(self.warn_at));
-        let _ = writeln!(s, "summarize_at = {}", toml_opt(self.summarize_at));
-        let _ = writeln!(s, "fail_warn_at = {}", toml_opt(self.fail_warn_at));
-        let _ = writeln!(s, "fail_limit = {}", toml_opt(self.fail_limit));
-        let _ = writeln!(s, "exclude = {}", toml_list(&self.exclude));
-        let _ = writeln!(s, "include = {}", toml_list(&self.include));
-        let _ = writeln!(s, "preview_chars = {}", self.preview_chars);
-        let _ = writeln!(s, "result_preview_chars = {}", self.result_preview_chars);
-        let _ = writeln!(s, "progress = {}", self.progress);
-        let _ = writeln!(s, "struggle_warn_at = {}", toml_opt(self.struggle_warn_at));
-        let _ = writeln!(s, "struggle_ask_at = {}", toml_opt(self.struggle_ask_at));
-        let _ = writeln!(s, "cycle_limit = {}", toml_opt(self.cycle_limit));
-        s.push_str("\n[breaker.limits]\n");
-        for (k, v) in &self.limits {
-            let _ = writeln!(s, "{} = {}", toml_key(k), toml_opt(*v));
-        }
-        s.push_str("\n[breaker.ignore_args]\n");
-        for (k, v) in &self.ignore_args {
-            let _ = writeln!(s, "{} = {}", toml_key(k), toml_list(v));
-        }
-        s.push_str("\n[breaker.host_aliases]\n");
-        for (k, v) in &self.host_aliases {
-            let _ = writeln!(s, "{} = {}", toml_key(k), toml_str(v));
-        }
-        s.push_str("\n[breaker.tools]\n");
-        let _ = writeln!(s, "shell = {}", toml_list(&self.tools.shell));
-        let _ = writeln!(
-            s,
-            "shell_command_args = {}",
-            toml_list(&self.tools.shell_command_args)
-        );
-        let _ = writeln!(s, "url = {}", toml_list(&self.tools.url));
-        let _ = writeln!(s, "url_pattern = {}", toml_str(&self.tools.url_pattern));
-        let _ = writeln!(s, "url_args = {}", toml_list(&self.tools.url_args));
+    /// The `breaker` section, every key written out (a stage or gate that is off reads
+    /// `"off"`); [`BreakerConfig::from_table`] of it gives the same configuration.
+    pub fn to_value(&self) -> Value {
+        let limits: Table = self
+            .limits
+            .iter()
+            .map(|(k, v)| (k.clone(), opt(*v)))
+            .collect();
         let mutating: Vec<String> = self.tools.mutating.iter().map(|m| m.to_string()).collect();
-        let _ = writeln!(s, "mutating = {}", toml_list(&mutating));
-        s
+        json!({
+            "enabled": self.enabled,
+            "window": self.window,
+            "on_limit": self.on_limit,
+            "local_hosts": self.local_hosts,
+            "include_local": self.include_local,
+            "warn_at": opt(self.warn_at),
+            "summarize_at": opt(self.summarize_at),
+            "fail_warn_at": opt(self.fail_warn_at),
+            "fail_limit": opt(self.fail_limit),
+            "exclude": self.exclude,
+            "include": self.include,
+            "preview_chars": self.preview_chars,
+            "result_preview_chars": self.result_preview_chars,
+            "progress": self.progress,
+            "struggle_warn_at": opt(self.struggle_warn_at),
+            "struggle_ask_at": opt(self.struggle_ask_at),
+            "cycle_limit": opt(self.cycle_limit),
+            "limits": limits,
+            "ignore_args": self.ignore_args,
+            "host_aliases": self.host_aliases,
+            "tools": {
+                "shell": self.tools.shell,
+                "shell_command_args": self.tools.shell_command_args,
+                "url": self.tools.url,
+                "url_pattern": self.tools.url_pattern,
+                "url_args": self.tools.url_args,
+                "mutating": mutating,
+            },
+        })
     }
 }
 
@@ -766,15 +732,14 @@ impl BreakerConfig {
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<BreakerConfig, ConfigError> {
-        let t: toml::Table = text.parse().unwrap();
-        BreakerConfig::from_table(Some(&t))
+    fn load(v: Value) -> Result<BreakerConfig, ConfigError> {
+        BreakerConfig::from_table(v.as_object())
     }
 
     #[test]
     fn limits_merge_one_level_and_arrays_replace() {
-        let c =
-            load("limits = { host = 20, \"host:api.x.com\" = 4 }\nexclude = [\"Read\"]").unwrap();
+        let c = load(json!({"limits": {"host": 20, "host:api.x.com": 4}, "exclude": ["Read"]}))
+            .unwrap();
         assert_eq!(c.limit_for("host:b.com"), Some(20));
         assert_eq!(c.limit_for("host:api.x.com"), Some(4));
         assert_eq!(c.limit_for("exact:x:{}"), Some(12));
@@ -786,31 +751,43 @@ mod tests {
 
     #[test]
     fn errors_name_key_value_and_rule() {
-        let e = load("window = 3").unwrap_err();
+        let e = load(json!({"window": 3})).unwrap_err();
         assert_eq!((e.key.as_str(), e.value.as_str()), ("breaker.window", "3"));
-        let e = load("windw = 16").unwrap_err();
+        let e = load(json!({"windw": 16})).unwrap_err();
         assert!(e.rule.contains("did you mean `breaker.window`"), "{e}");
-        let e = load("deny_after = 3").unwrap_err();
+        let e = load(json!({"deny_after": 3})).unwrap_err();
         assert_eq!(
             e.to_string(),
             "`breaker.deny_after` is not a loopbrake setting; it was the original plugin's `denyAfter`, replaced by `limits`, the gate per fingerprint kind."
         );
-        let e = load("local_hosts = \"ask\"").unwrap_err();
+        let e = load(json!({"local_hosts": "ask"})).unwrap_err();
         assert!(e.rule.contains("on_limit"), "{e}");
-        let e = load("warn_at = 2.5").unwrap_err();
+        let e = load(json!({"warn_at": 2.5})).unwrap_err();
         assert_eq!(e.rule, "must be an integer");
-        let e = load("limits = { net = 1 }").unwrap_err();
+        let e = load(json!({"limits": {"net": 1}})).unwrap_err();
         assert_eq!(e.key, "breaker.limits.\"net\"");
-        let e = load("tools = { url_pattern = \"(\" }").unwrap_err();
+        let e = load(json!({"tools": {"url_pattern": "("}})).unwrap_err();
         assert_eq!(e.key, "breaker.tools.url_pattern");
+        let e = load(json!({"window": 18446744073709551615u64})).unwrap_err();
+        assert_eq!(e.key, "breaker.window");
     }
 
     #[test]
     fn stages_switch_off_silently() {
-        let c = load("warn_at = 0\nsummarize_at = -1\nfail_limit = \"off\"").unwrap();
+        let c = load(json!({"warn_at": 0, "summarize_at": -1, "fail_limit": "off"})).unwrap();
         assert_eq!(
             (c.warn_at, c.summarize_at, c.fail_limit),
             (None, None, None)
         );
+    }
+
+    #[test]
+    fn the_written_section_reads_back_the_same() {
+        let custom = load(json!({"warn_at": 0, "limits": {"host:a.b": 3, "site": 30},
+            "host_aliases": {"x.y": "z.y"}, "tools": {"mutating": ["Edit", "db[op=insert|drop]"]}}))
+        .unwrap();
+        for c in [BreakerConfig::default(), custom] {
+            assert_eq!(load(c.to_value()).unwrap(), c);
+        }
     }
 }

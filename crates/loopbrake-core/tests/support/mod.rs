@@ -17,10 +17,11 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session of an engine configured by `toml` (which must be valid).
-    pub fn new(toml: &str) -> Self {
+    /// A session of an engine configured by `config` (`{"streak": {…}, "breaker": {…}}`,
+    /// which must be valid).
+    pub fn new(config: Value) -> Self {
         Session {
-            engine: Engine::new(Config::from_toml_str(toml, &no_env).expect("valid config")),
+            engine: Engine::new(Config::from_value(&config, &no_env).expect("valid config")),
             st: SessionState::default(),
             n: 0,
             verdicts: Vec::new(),

@@ -2,6 +2,7 @@
 
 use super::CliError;
 use loopbrake::settings;
+use loopbrake_config::ConfigToml;
 use std::path::Path;
 use std::process::ExitCode;
 
