@@ -94,7 +94,7 @@ pub struct Decision {
     pub verdict: Verdict,
     /// The engine that asked or denied (`streak` / `breaker`), or gave the advisory.
     pub engine: Option<&'static str>,
-    /// `LOOP_BRAKE` or `REPEAT_TOOL_BLOCKED` on a denial.
+    /// `LOOP_BRAKE`, `REPEAT_TOOL_BLOCKED` or `SHELL_HTTP_BLOCKED` on a denial.
     pub code: Option<&'static str>,
     /// The model's denial text, or the operator's ask reason.
     pub message: Option<String>,
@@ -316,6 +316,19 @@ impl Engine {
         let settled = self.settle(st, None);
         let mut d = Decision::allow(call.id);
         d.settled = settled;
+        // The shell-HTTP block comes first and touches no engine state: a fetch sent to
+        // the fetch tool is not a repeat, and counts toward no streak, window or failure.
+        if let Some(text) = self.breaker.shell_http(call.tool, call.args) {
+            d.verdict = Verdict::Deny;
+            d.engine = Some(crate::breaker::ENGINE);
+            d.code = Some(crate::breaker::SHELL_HTTP_CODE);
+            d.message = Some(text);
+            if st.status(call.id).is_none() {
+                st.count_stop(Verdict::Deny);
+            }
+            st.record(call.id, CallStatus::Denied, digest);
+            return Ok(d);
+        }
         match self.streak.check_hashed(
             &mut st.streak,
             call.session,

@@ -336,3 +336,75 @@ fn state_stays_bounded_and_never_holds_argument_text() {
     assert!(bytes.len() < 9_000, "state is {} bytes", bytes.len());
     assert!(!bytes.contains("SECRET"));
 }
+
+#[test]
+fn a_shell_fetch_is_sent_to_the_fetch_tool_on_its_first_call_and_counts_nowhere() {
+    let mut s = Session::new(json!({"breaker": {"fetch_tool": "web_fetch_file"}}));
+    let fetch = json!({"command": "curl -s 'https://api.example.com/v1/items?api_key=sk-live-abcdef1234567890abcd' | jq ."});
+    for _ in 0..20 {
+        let d = s.run("bash", fetch.clone(), ok());
+        assert_eq!(d.verdict, Verdict::Deny);
+        assert_eq!(d.code, Some("SHELL_HTTP_BLOCKED"));
+        let text = d.message.unwrap();
+        assert!(
+            text.starts_with("SHELL_HTTP_BLOCKED: this bash call fetches over HTTP (curl)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("web_fetch_file(url: \"https://api.example.com/v1/items?api_key="),
+            "{text}"
+        );
+        assert!(
+            !text.contains("sk-live-abcdef1234567890abcd"),
+            "the key is redacted: {text}"
+        );
+        assert!(!text.contains("REPEAT_TOOL_BLOCKED"), "{text}");
+        // The host's post of a denied call is ignored.
+        assert_eq!(
+            s.engine.post(&mut s.st, &d.id, &ok()).unwrap().ignored,
+            Some("denied")
+        );
+    }
+    // Nothing was counted: the same listing runs twice, the local fetch runs, and the
+    // first repeat-related stop is the streak brake's own third identical call.
+    let ls = json!({"command": "ls -la"});
+    assert_eq!(s.run("bash", ls.clone(), ok()).verdict, Verdict::Allow);
+    assert_eq!(s.run("bash", ls.clone(), ok()).verdict, Verdict::Allow);
+    let local = json!({"command": "curl -s http://localhost:8000/health"});
+    assert_eq!(s.run("bash", local, ok()).verdict, Verdict::Allow);
+    assert_eq!(s.run("bash", ls.clone(), ok()).verdict, Verdict::Allow);
+    // A non-shell tool with a `command` argument is not a shell.
+    let d = s.run(
+        "db_query",
+        json!({"command": "curl https://x.example.com"}),
+        ok(),
+    );
+    assert_eq!(d.verdict, Verdict::Allow);
+}
+
+#[test]
+fn shell_fetches_run_when_no_replacement_exists_or_the_block_is_off() {
+    let fetch = json!({"command": "curl -s https://api.example.com/v1/items"});
+    for config in [
+        json!({}),
+        json!({"breaker": {"fetch_tool": "WebFetch", "block_shell_http": false}}),
+        json!({"breaker": {"fetch_tool": "WebFetch", "shell_http_block": []}}),
+    ] {
+        let mut s = Session::new(config.clone());
+        assert_eq!(
+            s.run("Bash", fetch.clone(), ok()).verdict,
+            Verdict::Allow,
+            "{config}"
+        );
+    }
+    let mut s =
+        Session::new(json!({"breaker": {"fetch_tool": "WebFetch", "block_local_http": true}}));
+    let d = s.run(
+        "Bash",
+        json!({"command": "curl -s http://localhost:8000/"}),
+        ok(),
+    );
+    let text = d.message.unwrap();
+    assert!(text.contains("Use the `WebFetch` tool instead"), "{text}");
+    assert!(!text.contains("Local addresses"), "{text}");
+}

@@ -187,6 +187,10 @@ pub struct BreakerConfig {
     pub(crate) struggle_ask_at: Option<u32>,
     pub(crate) cycle_limit: Option<u32>,
     pub(crate) tools: ToolClasses,
+    pub(crate) block_shell_http: bool,
+    pub(crate) block_local_http: bool,
+    pub(crate) shell_http_block: Vec<String>,
+    pub(crate) fetch_tool: Option<String>,
     #[serde(skip)]
     exclude_re: Vec<Glob>,
     #[serde(skip)]
@@ -284,6 +288,10 @@ impl Default for BreakerConfig {
             struggle_ask_at: Some(DEFAULT_STRUGGLE_ASK_AT),
             cycle_limit: Some(DEFAULT_CYCLE_LIMIT),
             tools: ToolClasses::default(),
+            block_shell_http: true,
+            block_local_http: false,
+            shell_http_block: strings(super::shell_http::DEFAULT_BLOCKED_CLIENTS),
+            fetch_tool: None,
         }
     }
 }
@@ -323,6 +331,10 @@ pub const KEYS: &[&str] = &[
     "struggle_ask_at",
     "cycle_limit",
     "tools",
+    "block_shell_http",
+    "block_local_http",
+    "shell_http_block",
+    "fetch_tool",
 ];
 
 const TOOL_KEYS: &[&str] = &[
@@ -371,22 +383,19 @@ const REMOVED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Keys of the original's shell-HTTP block and fetch tool, not in this release
-/// (docs/decisions.md, "Scope").
-const LATER: &[&str] = &[
-    "block_shell_http",
-    "block_local_http",
-    "shell_http_block",
-    "embed_fetch_file",
-    "fetch_with_curl",
-    "output_dir",
-    "max_bytes",
-    "timeout_ms",
-    "max_redirects",
-    "user_agent",
-    "allow_private_hosts",
-    "cookie_jar",
-    "curl_path",
+/// Settings of the original's fetch tool that belong to `[fetch]` here, or that
+/// loopbrake's own HTTP client makes unnecessary, with where they went.
+const MOVED: &[(&str, &str)] = &[
+    ("output_dir", "it is `[fetch] output_dir`"),
+    ("max_bytes", "it is `[fetch] max_bytes`"),
+    ("max_redirects", "it is `[fetch] max_redirects`"),
+    ("user_agent", "it is `[fetch] user_agent`"),
+    ("allow_private_hosts", "it is `[fetch] allow_private_hosts`"),
+    ("cookie_jar", "it is `[fetch] cookie_jar`"),
+    ("timeout_ms", "it is `[fetch] timeout`, a duration such as \"30s\""),
+    ("embed_fetch_file", "loopbrake offers `web_fetch_file` itself (`loopbrake mcp --fetch-tool`), or names the host's fetch tool with `fetch_tool`"),
+    ("fetch_with_curl", "loopbrake fetches with its own HTTP client; offer the tool with `loopbrake mcp --fetch-tool`"),
+    ("curl_path", "loopbrake fetches with its own HTTP client; there is no curl to point at"),
 ];
 
 /// A tool-name pattern: `*` means any sequence, everything else is literal; anchored.
@@ -438,11 +447,11 @@ impl BreakerConfig {
                     format!("is not a loopbrake setting; it was the original plugin's `{camel}`, {hint}"),
                 ));
             }
-            if LATER.contains(&k.as_str()) {
+            if let Some((_, hint)) = MOVED.iter().find(|(s, _)| k == s) {
                 return Err(ConfigError::new(
                     dotted(P, k),
                     KEY_ITSELF,
-                    "is not a loopbrake setting yet: the shell-HTTP block and its fetch tool are not part of this release",
+                    format!("is not a `[breaker]` setting: {hint}"),
                 ));
             }
             match k.as_str() {
@@ -526,6 +535,15 @@ impl BreakerConfig {
                     }
                 }
                 "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
+                "block_shell_http" => c.block_shell_http = get_bool(P, k, v)?,
+                "block_local_http" => c.block_local_http = get_bool(P, k, v)?,
+                "shell_http_block" => c.shell_http_block = get_string_list(P, k, v)?,
+                "fetch_tool" => {
+                    let name = v.as_str().ok_or_else(|| {
+                        ConfigError::new(dotted(P, k), show(v), "must be a string (a tool name; \"\" for none)")
+                    })?;
+                    c.fetch_tool = (!name.trim().is_empty()).then(|| name.trim().to_string());
+                }
                 _ => return Err(unknown_key(P, k, KEYS)),
             }
         }
@@ -551,6 +569,30 @@ impl BreakerConfig {
     /// cycle detection); `false` restores the seed's exact rules.
     pub fn progress(&self) -> bool {
         self.progress
+    }
+
+    /// The shell-HTTP block in force: the blocked clients, whether local fetches are
+    /// blocked too, and the replacement tool. `None` when it is off, or when there is no
+    /// replacement to send the model to (it only blocks where a replacement exists).
+    pub fn shell_http(&self) -> Option<(&[String], bool, &str)> {
+        let fetch = self
+            .fetch_tool
+            .as_deref()
+            .filter(|_| self.block_shell_http)?;
+        Some((&self.shell_http_block, self.block_local_http, fetch))
+    }
+
+    /// The adapter offers a fetch tool itself (`web_fetch_file`): it becomes the
+    /// replacement the shell-HTTP block sends the model to, unless `fetch_tool` names one.
+    pub fn offer_fetch_tool(&mut self, name: &str) {
+        if self.fetch_tool.is_none() {
+            self.fetch_tool = Some(name.to_string());
+        }
+    }
+
+    /// The configured or offered replacement for shell fetches.
+    pub fn fetch_tool(&self) -> Option<&str> {
+        self.fetch_tool.as_deref()
     }
 
     /// The tool classes.
@@ -713,6 +755,10 @@ impl BreakerConfig {
             "struggle_warn_at": opt(self.struggle_warn_at),
             "struggle_ask_at": opt(self.struggle_ask_at),
             "cycle_limit": opt(self.cycle_limit),
+            "block_shell_http": self.block_shell_http,
+            "block_local_http": self.block_local_http,
+            "shell_http_block": self.shell_http_block,
+            "fetch_tool": self.fetch_tool.as_deref().unwrap_or(""),
             "limits": limits,
             "ignore_args": self.ignore_args,
             "host_aliases": self.host_aliases,
@@ -768,8 +814,32 @@ mod tests {
         assert_eq!(e.key, "breaker.limits.\"net\"");
         let e = load(json!({"tools": {"url_pattern": "("}})).unwrap_err();
         assert_eq!(e.key, "breaker.tools.url_pattern");
+        let e = load(json!({"max_bytes": 10})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`breaker.max_bytes` is not a `[breaker]` setting: it is `[fetch] max_bytes`."
+        );
+        let e = load(json!({"blockShellHttp": false})).unwrap_err();
+        assert!(
+            e.rule.contains("did you mean `breaker.block_shell_http`"),
+            "{e}"
+        );
         let e = load(json!({"window": 18446744073709551615u64})).unwrap_err();
         assert_eq!(e.key, "breaker.window");
+    }
+
+    #[test]
+    fn the_shell_http_block_needs_a_replacement() {
+        let mut c = BreakerConfig::default();
+        assert!(c.shell_http().is_none(), "no fetch tool: never blocks");
+        c.offer_fetch_tool("web_fetch_file");
+        assert_eq!(c.shell_http().map(|s| s.2), Some("web_fetch_file"));
+        let mut named = load(json!({"fetch_tool": "WebFetch"})).unwrap();
+        named.offer_fetch_tool("web_fetch_file");
+        assert_eq!(named.shell_http().map(|s| s.2), Some("WebFetch"));
+        let mut off = load(json!({"block_shell_http": false})).unwrap();
+        off.offer_fetch_tool("web_fetch_file");
+        assert!(off.shell_http().is_none());
     }
 
     #[test]
@@ -783,7 +853,7 @@ mod tests {
 
     #[test]
     fn the_written_section_reads_back_the_same() {
-        let custom = load(json!({"warn_at": 0, "limits": {"host:a.b": 3, "site": 30},
+        let custom = load(json!({"warn_at": 0, "fetch_tool": "WebFetch", "shell_http_block": ["curl"], "limits": {"host:a.b": 3, "site": 30},
             "host_aliases": {"x.y": "z.y"}, "tools": {"mutating": ["Edit", "db[op=insert|drop]"]}}))
         .unwrap();
         for c in [BreakerConfig::default(), custom] {

@@ -131,7 +131,7 @@ impl FingerprintSet {
 
 /// The shell command of a shell tool's arguments: the first configured argument that is
 /// a string; an argv array (`["bash", "-lc", "…"]`) is reduced to its script, or joined.
-fn shell_command(cfg: &BreakerConfig, args: &Value) -> String {
+pub(crate) fn shell_command(cfg: &BreakerConfig, args: &Value) -> String {
     for key in &cfg.tools().shell_command_args {
         match args.get(key) {
             Some(Value::String(s)) => return s.clone(),

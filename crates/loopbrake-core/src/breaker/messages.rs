@@ -270,3 +270,40 @@ pub fn denial(
     }
     s
 }
+
+/// The shell-HTTP denial: `tool` ran `what` (a client or request API) toward `url`
+/// (already redacted, when the command named one); `fetch` is the replacement tool.
+/// Not a `REPEAT_TOOL_BLOCKED` message: nothing was repeated.
+pub fn shell_http_denial(
+    tool: &str,
+    what: &str,
+    url: Option<&str>,
+    fetch: &str,
+    local_allowed: bool,
+) -> String {
+    let tool = if tool.is_empty() { "shell" } else { tool };
+    let target = url.map_or_else(|| "the URL".to_string(), |u| format!("{u:?}"));
+    let mut s = format!(
+        "SHELL_HTTP_BLOCKED: this {tool} call fetches over HTTP ({what}) and was stopped before executing.\n\
+         A fetch made from the shell hides its outcome (status, size, redirects) inside the pipeline and pours the page into the conversation.\n"
+    );
+    if fetch == "web_fetch_file" {
+        let _ = write!(
+            s,
+            "Use `web_fetch_file` instead: it saves the response to a file and returns the path and the status code.\n\
+             1. web_fetch_file(url: {target}) → the path of the saved file\n\
+             2. {tool}: jq / grep / python3 on that path\n\
+             The rest of your pipeline still works on the file.\n"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "Use the `{fetch}` tool instead, with url {target}: it fetches under the host's own controls and reports the status."
+        );
+    }
+    if local_allowed {
+        s.push_str("Local addresses (localhost, 127.0.0.1, private networks) are not covered: a shell fetch of those still runs.\n");
+    }
+    s.push_str("Do not look for another shell route to the same fetch.");
+    s
+}

@@ -12,6 +12,7 @@ pub mod fingerprint;
 pub mod messages;
 pub mod mutation;
 pub mod shell;
+pub mod shell_http;
 pub mod url;
 
 pub use config::{BreakerConfig, LocalHosts, OnLimit, ToolClasses};
@@ -26,6 +27,8 @@ use std::collections::VecDeque;
 
 /// The denial code of the breaker.
 pub const CODE: &str = "REPEAT_TOOL_BLOCKED";
+/// The refusal code of the shell-HTTP block.
+pub const SHELL_HTTP_CODE: &str = "SHELL_HTTP_BLOCKED";
 /// The engine name of the breaker.
 pub const ENGINE: &str = "breaker";
 /// Bound on exemptions, refusals, failure streaks and remembered outputs per session.
@@ -362,6 +365,27 @@ impl Breaker {
     /// Whether a call of `tool` is judged at all (engine on, tool tracked).
     pub fn judges(&self, tool: &str) -> bool {
         self.cfg.enabled && self.cfg.tracks(tool)
+    }
+
+    /// The shell-HTTP block (docs/decisions.md, "Shell-HTTP block"): the denial text when
+    /// `tool` is a shell tool whose command fetches over HTTP and a replacement tool
+    /// exists. Judged on every call, first: it never asks and commits nothing, so a
+    /// blocked fetch counts toward no window and no failure streak.
+    pub fn shell_http(&self, tool: &str, args: &Value) -> Option<String> {
+        let (clients, block_local, fetch) = self.cfg.shell_http()?;
+        if !self.judges(tool) || !self.cfg.tools.is_shell(tool) {
+            return None;
+        }
+        let command = fingerprint::shell_command(&self.cfg, args);
+        let hit = shell_http::shell_fetch(&command, clients, block_local)?;
+        let url = hit.url.map(|u| crate::redact::redact(&u).into_owned());
+        Some(messages::shell_http_denial(
+            tool,
+            &hit.what,
+            url.as_deref(),
+            fetch,
+            !block_local,
+        ))
     }
 
     /// Before a call runs. `call_id` names it for [`Breaker::answer`] and [`Breaker::post`].
