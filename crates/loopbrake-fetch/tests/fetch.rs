@@ -1,0 +1,326 @@
+//! `web_fetch_file` against a real HTTP server on 127.0.0.1, started by each test.
+
+use axum::extract::Path as UrlPath;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::get;
+use axum::Router;
+use loopbrake_fetch::{FetchError, FetchSettings, Fetcher};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+async fn server() -> String {
+    let app = Router::new()
+        .route(
+            "/data.json",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    "{\"rows\": [1, 2, 3]}",
+                )
+            }),
+        )
+        .route(
+            "/page",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                    "<h1>hi</h1>",
+                )
+            }),
+        )
+        .route(
+            "/missing",
+            get(|| async { (StatusCode::NOT_FOUND, "no such thing") }),
+        )
+        .route("/big", get(|| async { "x".repeat(100_000) }))
+        .route(
+            "/hop/{n}",
+            get(|UrlPath(n): UrlPath<u32>| async move {
+                if n == 0 {
+                    "arrived".into_response()
+                } else {
+                    Redirect::temporary(&format!("/hop/{}", n - 1)).into_response()
+                }
+            }),
+        )
+        .route(
+            "/set",
+            get(|| async { ([(header::SET_COOKIE, "sid=abc123; Path=/")], "set") }),
+        )
+        .route(
+            "/echo-cookie",
+            get(|h: HeaderMap| async move {
+                h.get(header::COOKIE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("none")
+                    .to_string()
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+fn fetcher(root: &Path, settings: FetchSettings) -> Fetcher {
+    Fetcher::new(settings, root).unwrap()
+}
+
+#[tokio::test]
+async fn the_body_goes_to_a_file_and_the_answer_describes_it() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    let got = f
+        .call("s1", &json!({"url": format!("{base}/data.json")}))
+        .await
+        .unwrap();
+    assert_eq!(got.status_code, 200);
+    assert_eq!(got.kind, "json");
+    assert_eq!(got.bytes, 19);
+    assert!(
+        got.path.starts_with("fetched/127.0.0.1-") && got.path.ends_with(".json"),
+        "{got:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(&got.path)).unwrap(),
+        "{\"rows\": [1, 2, 3]}"
+    );
+    let result = got.to_mcp_result();
+    assert_eq!(result["isError"], false);
+    assert_eq!(result["structuredContent"]["statusCode"], 200);
+    assert!(
+        !result.to_string().contains("rows"),
+        "never the body: {result}"
+    );
+
+    let got = f
+        .call(
+            "s1",
+            &json!({"url": format!("{base}/page"), "path": "pages/home.html"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!((got.path.as_str(), got.kind), ("pages/home.html", "html"));
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("pages/home.html")).unwrap(),
+        "<h1>hi</h1>"
+    );
+}
+
+#[tokio::test]
+async fn an_http_error_is_written_and_reported_as_a_tool_error() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    let got = f
+        .call("s1", &json!({"url": format!("{base}/missing")}))
+        .await
+        .unwrap();
+    assert_eq!(got.status_code, 404);
+    assert_eq!(got.to_mcp_result()["isError"], true);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(&got.path)).unwrap(),
+        "no such thing"
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_followed_up_to_the_cap() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(
+        root.path(),
+        FetchSettings {
+            max_redirects: 2,
+            ..FetchSettings::default()
+        },
+    );
+    let got = f
+        .call("s1", &json!({"url": format!("{base}/hop/2")}))
+        .await
+        .unwrap();
+    assert_eq!(got.final_url, format!("{base}/hop/0"));
+    let e = f
+        .call("s1", &json!({"url": format!("{base}/hop/3")}))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::TooManyRedirects(2)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "stopped after 2 redirects ([fetch] max_redirects)"
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_max_bytes_is_cut_and_marked() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(
+        root.path(),
+        FetchSettings {
+            max_bytes: 1000,
+            ..FetchSettings::default()
+        },
+    );
+    let got = f
+        .call("s1", &json!({"url": format!("{base}/big")}))
+        .await
+        .unwrap();
+    assert_eq!((got.bytes, got.truncated), (1000, true));
+    assert_eq!(
+        std::fs::metadata(root.path().join(&got.path))
+            .unwrap()
+            .len(),
+        1000
+    );
+    assert_eq!(got.to_json()["truncated"], true);
+}
+
+#[tokio::test]
+async fn paths_outside_the_workspace_root_are_refused() {
+    let base = server().await;
+    let outside = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("f.txt"), root.path().join("link.txt")).unwrap();
+    std::fs::create_dir(root.path().join("inside")).unwrap();
+    std::os::unix::fs::symlink(root.path().join("inside"), root.path().join("alias")).unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    let url = format!("{base}/data.json");
+    for path in [
+        "../x.json".to_string(),
+        "a/../../x.json".to_string(),
+        outside.path().join("x.json").display().to_string(),
+        "escape/x.json".to_string(),
+        "link.txt".to_string(),
+    ] {
+        let e = f
+            .call("s1", &json!({"url": url, "path": path}))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("refusing to write outside the workspace root"),
+            "{path}: {e}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    // A symlink that stays inside is fine.
+    let got = f
+        .call("s1", &json!({"url": url, "path": "alias/x.json"}))
+        .await
+        .unwrap();
+    assert_eq!(got.path, "inside/x.json");
+    assert!(root.path().join("inside/x.json").is_file());
+}
+
+#[tokio::test]
+async fn private_hosts_are_refused_when_configured() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(
+        root.path(),
+        FetchSettings {
+            allow_private_hosts: false,
+            ..FetchSettings::default()
+        },
+    );
+    let e = f
+        .call("s1", &json!({"url": format!("{base}/data.json")}))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::PrivateHost(_)), "{e}");
+    let port = base.rsplit(':').next().unwrap();
+    // By name: refused after resolution.
+    let e = f
+        .call(
+            "s1",
+            &json!({"url": format!("http://localhost:{port}/data.json")}),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::PrivateHost(_)), "{e}");
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn cookies_are_kept_per_session() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    f.call("a", &json!({"url": format!("{base}/set")}))
+        .await
+        .unwrap();
+    let read = |p: &str| std::fs::read_to_string(root.path().join(p)).unwrap();
+    let mine = f
+        .call(
+            "a",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "a.txt"}),
+        )
+        .await
+        .unwrap();
+    let theirs = f
+        .call(
+            "b",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "b.txt"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(read(&mine.path), "sid=abc123");
+    assert_eq!(read(&theirs.path), "none");
+}
+
+#[tokio::test]
+async fn bad_arguments_and_slow_servers_get_clear_errors() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(
+        root.path(),
+        FetchSettings {
+            timeout: Duration::from_millis(300),
+            ..FetchSettings::default()
+        },
+    );
+    let e = f.call("s1", &json!({})).await.unwrap_err();
+    assert!(e.to_string().contains("`url` is required"), "{e}");
+    let e = f
+        .call("s1", &json!({"url": "file:///etc/passwd"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("only http and https"), "{e}");
+    let e = f
+        .call("s1", &json!({"url": "https://user:hunter2-secret-pw@"}))
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("hunter2-secret-pw"), "{e}");
+    let e = f
+        .call(
+            "s1",
+            &json!({"url": format!("{base}/data.json"), "path": 3}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("`path` must be"), "{e}");
+    let started = std::time::Instant::now();
+    let e = f
+        .call("s1", &json!({"url": format!("{base}/slow")}))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::Http(_)), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(e.to_mcp_result()["isError"], true);
+}
