@@ -509,3 +509,53 @@ fn payloads_without_a_call_id_count_every_invocation() {
     let st = store.get("no-ids").unwrap().unwrap();
     assert_eq!(st.open_call_ids().count(), 1);
 }
+
+#[test]
+fn a_shell_fetch_is_sent_to_the_hosts_fetch_tool_on_the_first_call() {
+    let e = engine("[breaker]\nfetch_tool = \"WebFetch\"");
+    let store = MemoryStore::new();
+    let out = run(
+        Dialect::Claude,
+        &e,
+        &store,
+        &claude_pre(
+            "toolu_F1",
+            "curl -s https://api.example.com/v1/items | jq .",
+            "fetch",
+        ),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    let reason = v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("SHELL_HTTP_BLOCKED: this Bash call fetches over HTTP (curl)"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(
+            "Use the `WebFetch` tool instead, with url \"https://api.example.com/v1/items\""
+        ),
+        "{reason}"
+    );
+    // Local fetches and ordinary commands run.
+    for (id, cmd) in [
+        ("toolu_F2", "curl -s http://localhost:3000/health"),
+        ("toolu_F3", "ls -la"),
+    ] {
+        assert_eq!(
+            run(Dialect::Claude, &e, &store, &claude_pre(id, cmd, "x")),
+            None,
+            "{cmd}"
+        );
+    }
+    // Codex's shell tool too.
+    let codex = json!({"session_id": "01a227f8-32d2-7db0-bfba-fa7b089d44da", "turn_id": "t1",
+        "transcript_path": "/nonexistent/rollout.jsonl", "cwd": "/home/me/project", "hook_event_name": "PreToolUse",
+        "model": "mock-model", "permission_mode": "bypassPermissions", "tool_name": "Bash",
+        "tool_input": {"command": "wget -qO- https://example.com/page"}, "tool_use_id": "call_F1"});
+    let out = run(Dialect::Codex, &e, &store, &codex).unwrap();
+    assert!(out.contains("SHELL_HTTP_BLOCKED"), "{out}");
+}

@@ -16,6 +16,12 @@
 //!   failures, a call the client cancelled is aborted) and may carry advisories back;
 //! - the `initialize` result's `serverInfo` says it is loopbrake in front of the server.
 //!
+//! With a fetcher (`loopbrake mcp --fetch-tool`), the proxy also offers `web_fetch_file`
+//! itself: it is appended to the server's `tools/list` (to its last page, after every
+//! `list_changed`), its calls are judged like any other and run here, never reaching the
+//! server, and the breaker sends shell fetches to it. Without a server command the proxy
+//! is a server offering only that tool ([`run_fetch_only`]).
+//!
 //! Session identity: a `_meta` conversation key when the client sends one
 //! (`vscode.conversationId`, `sessionID`, `sessionId`, `conversationId`), else one session
 //! per proxy process (or `--session`). Calls in flight are handled concurrently.
@@ -62,6 +68,8 @@ pub struct Options {
     pub fail_closed: bool,
     /// Over Streamable HTTP: the server's session, whose id keys calls with no `_meta` key.
     pub http_session: Option<Arc<http::HttpSession>>,
+    /// `web_fetch_file`, offered by the proxy itself when set.
+    pub fetch: Option<Arc<loopbrake_fetch::Fetcher>>,
 }
 
 /// Why the proxy stopped.
@@ -95,9 +103,17 @@ pub enum ServerFailure {
 #[derive(Debug)]
 enum Pending {
     /// A client request forwarded to the server.
-    Forwarded { initialize: bool },
+    Forwarded { method: Forwarded },
     /// A judged `tools/call` forwarded to the server.
     ToolCall(ToolCtx),
+}
+
+/// The forwarded requests whose answers the proxy edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forwarded {
+    Initialize,
+    ToolsList,
+    Other,
 }
 
 #[derive(Debug, Clone)]
@@ -116,6 +132,8 @@ struct Shared {
     elicit_waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     client_elicits: AtomicBool,
     next_elicit: AtomicU64,
+    /// The server lists a tool named `web_fetch_file` itself: its own is used.
+    server_fetches: AtomicBool,
 }
 
 fn id_key(id: &Value) -> String {
@@ -353,12 +371,59 @@ impl Shared {
                 if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&key) {
                     ctx.advisories = decision.advisories.into_iter().map(|a| a.text).collect();
                 }
-                let _ = self.to_server.send(raw);
+                match self.local_fetcher(&tool) {
+                    Some(fetcher) => self.local_fetch(fetcher, id, &session, &args).await,
+                    None => {
+                        let _ = self.to_server.send(raw);
+                    }
+                }
             }
         }
     }
 
-    async fn tool_result(self: Arc<Self>, ctx: ToolCtx, mut msg: Value, raw: String) {
+    /// The proxy's own `web_fetch_file`, when this call is one.
+    fn local_fetcher(&self, tool: &str) -> Option<Arc<loopbrake_fetch::Fetcher>> {
+        (tool == loopbrake_fetch::TOOL_NAME && !self.server_fetches.load(Ordering::Relaxed))
+            .then(|| self.opts.fetch.clone())
+            .flatten()
+    }
+
+    /// Runs `web_fetch_file` here and answers the client as the server would have; its
+    /// status code is the outcome the failure track reads.
+    async fn local_fetch(
+        self: &Arc<Self>,
+        fetcher: Arc<loopbrake_fetch::Fetcher>,
+        id: Value,
+        session: &str,
+        args: &Value,
+    ) {
+        let fetched = fetcher.call(session, args).await;
+        let Some(Pending::ToolCall(ctx)) = self.inflight().remove(&id_key(&id)) else {
+            return;
+        };
+        let mut outcome = Outcome::default();
+        let result = match &fetched {
+            Ok(f) => {
+                outcome.status_code = Some(i64::from(f.status_code));
+                // What the failure track reads: the status and where it came from (not
+                // the file it went to, which may differ between identical fetches).
+                outcome.text = Some(format!("HTTP {} from {}", f.status_code, f.final_url));
+                f.to_mcp_result()
+            }
+            Err(e) => {
+                outcome.is_error = Some(true);
+                outcome.text = Some(e.to_string());
+                e.to_mcp_result()
+            }
+        };
+        if ctx.cancelled {
+            outcome.aborted = Some(true);
+        }
+        let msg = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        self.clone().finish(ctx, msg, None, outcome);
+    }
+
+    async fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Value, raw: String) {
         let mut outcome = Outcome::default();
         if ctx.cancelled {
             outcome.aborted = Some(true);
@@ -376,12 +441,31 @@ impl Shared {
             }
             outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
         }
+        self.finish(ctx, msg, Some(raw), outcome);
+    }
+
+    /// Records a call's outcome and answers the client, with the advisories appended to
+    /// the result's content. `raw` is the answer's text as received, sent unchanged when
+    /// nothing is added.
+    fn finish(
+        self: Arc<Self>,
+        ctx: ToolCtx,
+        mut msg: Value,
+        raw: Option<String>,
+        outcome: Outcome,
+    ) {
         let mut advisories = ctx.advisories.clone();
         if let Ok(post) = self.with_sessions(|s| s.post(&ctx.session, &ctx.call_id, &outcome)) {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }
+        let send_raw = |raw: Option<String>, msg: &Value| match raw {
+            Some(raw) => {
+                let _ = self.to_client.send(raw);
+            }
+            None => self.send_client(msg),
+        };
         if advisories.is_empty() {
-            let _ = self.to_client.send(raw);
+            send_raw(raw, &msg);
             return;
         }
         match msg
@@ -396,9 +480,50 @@ impl Shared {
                 self.send_client(&msg);
             }
             // A JSON-RPC error has no content to carry advice: pass it on unchanged.
-            None => {
-                let _ = self.to_client.send(raw);
-            }
+            None => send_raw(raw, &msg),
+        }
+    }
+
+    /// Appends `web_fetch_file` to the last page of the server's tool list (unless the
+    /// server has a tool of that name: then its own is used).
+    fn add_fetch_tool(&self, msg: &mut Value) {
+        if self.opts.fetch.is_none() {
+            return;
+        }
+        let Some(result) = msg.get_mut("result").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        if tools
+            .iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(loopbrake_fetch::TOOL_NAME))
+        {
+            self.server_fetches.store(true, Ordering::Relaxed);
+            return;
+        }
+        if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
+            return;
+        }
+        if let Some(Value::Array(tools)) = result.get_mut("tools") {
+            tools.push(loopbrake_fetch::tool_definition());
+        }
+    }
+
+    /// The `initialize` answer: loopbrake named in `serverInfo`; with the fetch tool on,
+    /// the tools capability declared even when the server has no tools.
+    fn rewrite_initialize(&self, msg: &mut Value) {
+        Self::rewrite_server_info(msg);
+        if self.opts.fetch.is_none() {
+            return;
+        }
+        if let Some(caps) = msg
+            .get_mut("result")
+            .and_then(|r| r.get_mut("capabilities"))
+            .and_then(Value::as_object_mut)
+        {
+            caps.entry("tools").or_insert_with(|| json!({}));
         }
     }
 
@@ -512,6 +637,7 @@ where
         elicit_waiters: Mutex::new(HashMap::new()),
         client_elicits: AtomicBool::new(false),
         next_elicit: AtomicU64::new(1),
+        server_fetches: AtomicBool::new(false),
     });
     let client_writer = tokio::spawn(write_lines(client_out, client_rx));
     let server_writer = tokio::spawn(write_lines(server_out, server_rx));
@@ -560,12 +686,14 @@ where
                             let elicits = msg.pointer("/params/capabilities/elicitation").is_some();
                             shared.client_elicits.store(elicits, Ordering::Relaxed);
                         }
-                        shared.inflight().insert(
-                            id_key(&id),
-                            Pending::Forwarded {
-                                initialize: m == "initialize",
-                            },
-                        );
+                        let method = match m {
+                            "initialize" => Forwarded::Initialize,
+                            "tools/list" => Forwarded::ToolsList,
+                            _ => Forwarded::Other,
+                        };
+                        shared
+                            .inflight()
+                            .insert(id_key(&id), Pending::Forwarded { method });
                         let _ = shared.to_server.send(line);
                     }
                     (Some(m), None) => {
@@ -632,8 +760,16 @@ where
                     Some(Pending::ToolCall(ctx)) => {
                         tokio::spawn(shared.clone().tool_result(ctx, msg, line));
                     }
-                    Some(Pending::Forwarded { initialize: true }) => {
-                        Shared::rewrite_server_info(&mut msg);
+                    Some(Pending::Forwarded {
+                        method: Forwarded::Initialize,
+                    }) => {
+                        shared.rewrite_initialize(&mut msg);
+                        shared.send_client(&msg);
+                    }
+                    Some(Pending::Forwarded {
+                        method: Forwarded::ToolsList,
+                    }) if shared.opts.fetch.is_some() => {
+                        shared.add_fetch_tool(&mut msg);
                         shared.send_client(&msg);
                     }
                     _ => {
@@ -695,4 +831,57 @@ where
     let r = run(opts, client_in, client_out, server_in, server_out).await;
     let _ = tokio::time::timeout(Duration::from_secs(3), bridge).await;
     r
+}
+
+/// Runs the proxy with no server behind it: an MCP server offering only the proxy's own
+/// tools (`web_fetch_file`, which `opts.fetch` must provide).
+pub async fn run_fetch_only<CI, CO>(
+    opts: Options,
+    client_in: CI,
+    client_out: CO,
+) -> Result<(), ProxyError>
+where
+    CI: AsyncRead + Unpin + Send + 'static,
+    CO: AsyncWrite + Unpin + Send + 'static,
+{
+    let (relay_side, server_side) = tokio::io::duplex(1 << 20);
+    let server = tokio::spawn(no_tools_server(server_side));
+    let (server_in, server_out) = tokio::io::split(relay_side);
+    let r = run(opts, client_in, client_out, server_in, server_out).await;
+    server.abort();
+    r
+}
+
+/// The server behind [`run_fetch_only`]: it initializes, lists no tools of its own,
+/// answers pings, and refuses every other request as unknown.
+async fn no_tools_server(io: tokio::io::DuplexStream) {
+    let (read, mut write) = tokio::io::split(io);
+    let mut r = BufReader::new(read);
+    let mut buf = Vec::new();
+    while let Ok(Some(line)) = read_message(&mut r, &mut buf).await {
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
+        else {
+            continue;
+        };
+        let answer = match method {
+            "initialize" => json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": msg.pointer("/params/protocolVersion").cloned().unwrap_or_else(|| json!("2025-06-18")),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "web-fetch-file", "version": env!("CARGO_PKG_VERSION")},
+            }}),
+            "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": []}}),
+            "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+            _ => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("method not found: {method}")}})
+            }
+        };
+        let mut out = answer.to_string();
+        out.push('\n');
+        if write.write_all(out.as_bytes()).await.is_err() {
+            return;
+        }
+    }
 }

@@ -53,6 +53,7 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
         ask_timeout: Duration::from_secs(5),
         fail_closed: false,
         http_session: None,
+        fetch: None,
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
 

@@ -480,3 +480,25 @@ fn results_name_their_session_when_an_id_is_open_in_two() {
         r#"unknown call id "1" in session "b""#
     );
 }
+
+#[test]
+fn a_shell_fetch_is_denied_with_its_code_when_a_fetch_tool_is_configured() {
+    let toml = "[breaker]\nfetch_tool = \"web_fetch_file\"";
+    let out = replay_lines(toml, &format!("{}\n", curl_call(1, "s1")));
+    let d = v(&out[0]);
+    assert_eq!(
+        (d["verdict"].as_str(), d["code"].as_str()),
+        (Some("deny"), Some("SHELL_HTTP_BLOCKED")),
+        "{d}"
+    );
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("web_fetch_file(url: \"https://"),
+        "{d}"
+    );
+    // Without a replacement tool the same call runs.
+    let out = replay_lines("", &format!("{}\n", curl_call(1, "s1")));
+    assert_eq!(v(&out[0])["verdict"], "allow");
+}

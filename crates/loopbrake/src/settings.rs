@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Top-level tables of `loopbrake.toml`.
-pub const TABLES: &[&str] = &["streak", "breaker", "protocol", "store"];
+pub const TABLES: &[&str] = &["streak", "breaker", "protocol", "store", "fetch"];
 
+pub use loopbrake_fetch::settings::{fetch_table, FetchSettings};
 pub use loopbrake_protocol::settings::{protocol_table, ProtocolSettings};
 pub use loopbrake_store::settings::{shown_url, store_table, StoreKind, StoreSettings};
 
@@ -31,6 +32,8 @@ pub struct Loaded {
     pub protocol: ProtocolSettings,
     /// The store.
     pub store: StoreSettings,
+    /// `web_fetch_file`.
+    pub fetch: FetchSettings,
 }
 
 /// Where the configuration came from.
@@ -60,6 +63,8 @@ pub struct Settings {
     pub protocol: ProtocolSettings,
     /// The store's settings.
     pub store: StoreSettings,
+    /// `web_fetch_file`'s settings.
+    pub fetch: FetchSettings,
     /// Where it came from.
     pub source: Source,
 }
@@ -199,6 +204,7 @@ pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded,
         engine: engine_from_tables(&table, env)?,
         protocol: protocol_table(table.get("protocol"))?,
         store: store_table(table.get("store"))?,
+        fetch: fetch_table(table.get("fetch"))?,
     })
 }
 
@@ -255,6 +261,7 @@ pub fn load_with(
         engine: loaded.engine,
         protocol: loaded.protocol,
         store: loaded.store,
+        fetch: loaded.fetch,
         source,
     })
 }

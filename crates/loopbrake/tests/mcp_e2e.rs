@@ -32,7 +32,9 @@ fn client(name: &str, toml: &str, scenario: &str) -> Value {
     let dir = tmpdir("mcp", name);
     let cfg = dir.join("loopbrake.toml");
     std::fs::write(&cfg, toml).unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
     let mut c = Command::new("node");
+    c.env("FETCH_CWD", dir.join("work"));
     c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp_client.js"))
         .arg(node_modules())
         .arg(env!("CARGO_BIN_EXE_loopbrake"))
@@ -374,4 +376,71 @@ fn in_front_of_a_streamable_http_server() {
     );
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// The proxy's working directory (its workspace root) in the scenario `name`.
+fn workdir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("loopbrake-mcp-{}-{name}/work", std::process::id()))
+}
+
+fn check_fetch_scenario(v: &Value, work: &Path) {
+    let fetched = &v["fetched"];
+    assert_eq!(fetched["isError"], false, "{v}");
+    let s = &fetched["structured"];
+    assert_eq!(
+        (s["statusCode"].as_u64(), s["kind"].as_str()),
+        (Some(200), Some("json")),
+        "{v}"
+    );
+    let path = s["path"].as_str().unwrap();
+    assert!(path.starts_with("fetched/"), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(work.join(path)).unwrap(),
+        "{\"rows\":[1,2,3]}"
+    );
+    assert!(
+        !fetched["text"].to_string().contains("rows"),
+        "never the body: {v}"
+    );
+    // 404s are failures: the third in a row brings the failure advisory.
+    let missing: Vec<&Value> = v["missing"].as_array().unwrap().iter().collect();
+    assert!(missing.iter().all(|m| m["isError"] == true), "{v}");
+    assert!(work.join("missing-0.txt").is_file());
+    let third = missing[2]["text"].to_string();
+    assert!(third.contains("has failed 3 times in a row"), "{third}");
+    let escape = v["escape"]["text"].to_string();
+    assert!(
+        escape.contains("refusing to write outside the workspace root"),
+        "{escape}"
+    );
+    assert!(!work.parent().unwrap().join("escape.json").exists());
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn the_proxy_offers_web_fetch_file_next_to_the_servers_tools() {
+    let v = client("fetch-proxy", "", "fetch-proxy");
+    let tools: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"web_fetch_file"),
+        "{tools:?}"
+    );
+    assert_eq!(tools.iter().filter(|t| **t == "web_fetch_file").count(), 1);
+    assert_eq!(v["fetchSchema"]["required"], serde_json::json!(["url"]));
+    check_fetch_scenario(&v, &workdir("fetch-proxy"));
+    assert_eq!(v["echo"]["isError"], false, "{v}");
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn with_no_server_the_proxy_is_a_fetch_tool_server() {
+    let v = client("fetch-only", "", "fetch-only");
+    assert_eq!(v["tools"], serde_json::json!(["web_fetch_file"]), "{v}");
+    assert_eq!(v["serverInfo"]["name"], "loopbrake/web-fetch-file");
+    check_fetch_scenario(&v, &workdir("fetch-only"));
 }

@@ -15,6 +15,7 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
         s.protocol.max_line_bytes
     );
     out!("\n{}", s.store.to_toml());
+    out!("\n{}", s.fetch.to_toml());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,4 +1,5 @@
-//! `loopbrake mcp -- COMMAND [ARGS…]`: the MCP proxy in front of a stdio server.
+//! `loopbrake mcp [--fetch-tool] -- COMMAND [ARGS…]`: the MCP proxy in front of a stdio
+//! server (or `--url` a Streamable HTTP one), optionally offering `web_fetch_file`.
 
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
@@ -6,16 +7,40 @@ use loopbrake::Engine;
 use loopbrake_mcp::{run as proxy, Options, ProxyError};
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub fn run(
-    config: Option<&Path>,
-    session: Option<String>,
-    ask_timeout: u64,
-    url: Option<String>,
-    command: &[String],
-) -> Result<ExitCode, CliError> {
-    let s = settings::load(config)?;
+/// What `loopbrake mcp` was asked to do.
+pub struct Server {
+    pub session: Option<String>,
+    pub ask_timeout: u64,
+    pub url: Option<String>,
+    pub fetch_tool: bool,
+    pub command: Vec<String>,
+}
+
+pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> {
+    let Server {
+        session,
+        ask_timeout,
+        url,
+        fetch_tool,
+        command,
+    } = server;
+    let mut s = settings::load(config)?;
+    let fetch = if fetch_tool {
+        // The breaker sends shell fetches to the tool this proxy now offers.
+        s.engine
+            .breaker
+            .offer_fetch_tool(loopbrake_fetch::TOOL_NAME);
+        let root = std::env::current_dir()?;
+        Some(Arc::new(
+            loopbrake_fetch::Fetcher::new(s.fetch.clone(), &root)
+                .map_err(|e| format!("cannot use {} as the workspace root: {e}", root.display()))?,
+        ))
+    } else {
+        None
+    };
     let store = s.store.open(StoreKind::Memory, &process_env)?;
     let default_session = session.unwrap_or_else(|| {
         let t = SystemTime::now()
@@ -31,6 +56,7 @@ pub fn run(
         ask_timeout: Duration::from_secs(ask_timeout),
         fail_closed: s.store.fail_closed,
         http_session: None,
+        fetch,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,7 +73,22 @@ pub fn run(
                 }
             };
         }
-        let (program, args) = command.split_first().ok_or("no server command after --")?;
+        let Some((program, args)) = command.split_first() else {
+            // `--fetch-tool` alone: a server offering only web_fetch_file.
+            return match loopbrake_mcp::run_fetch_only(
+                opts,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            )
+            .await
+            {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("loopbrake mcp: {e}; stopping");
+                    Ok(ExitCode::from(1))
+                }
+            };
+        };
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::piped())

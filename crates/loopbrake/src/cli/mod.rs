@@ -119,8 +119,17 @@ enum Command {
         /// of a command.
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
+        /// Offer `web_fetch_file` (fetch a URL to a file under the working directory, per
+        /// `[fetch]`) next to the server's tools, and send shell fetches to it. With no
+        /// server command or --url, serve only that tool.
+        #[arg(long)]
+        fetch_tool: bool,
         /// The server's command and arguments, after `--`.
-        #[arg(last = true, required_unless_present = "url", value_name = "COMMAND")]
+        #[arg(
+            last = true,
+            required_unless_present_any = ["url", "fetch_tool"],
+            value_name = "COMMAND"
+        )]
         command: Vec<String>,
     },
     /// List stored sessions, or reset one.
@@ -222,8 +231,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             session,
             ask_timeout,
             url,
+            fetch_tool,
             command,
-        } => mcp::run(cli.config.as_deref(), session, ask_timeout, url, &command),
+        } => mcp::run(
+            cli.config.as_deref(),
+            mcp::Server {
+                session,
+                ask_timeout,
+                url,
+                fetch_tool,
+                command,
+            },
+        ),
         Command::Init {
             dialect,
             user: _,
