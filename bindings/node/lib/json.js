@@ -1,0 +1,83 @@
+// Values cross into Rust as JSON text. What JSON cannot hold is refused here with a
+// clear error, before anything is counted: a cycle, a BigInt, a function or a symbol in
+// the arguments is the caller's bug, not a call loopbrake can judge.
+
+/** Thrown when a value cannot be judged because JSON cannot represent it. */
+export class UnjudgeableArgumentsError extends TypeError {
+  constructor(message, options) {
+    super(message, options)
+    this.name = 'UnjudgeableArgumentsError'
+    this.code = 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS'
+  }
+}
+
+/**
+ * The JSON text of `value` (`undefined` and `null` read as `{}`).
+ * @param {unknown} value
+ * @param {string} what - what the value is, for messages ("the arguments of search").
+ * @returns {string}
+ */
+export function toJson(value, what) {
+  if (value === undefined || value === null) return '{}'
+  let text
+  try {
+    text = JSON.stringify(value, (key, v) => {
+      const where = key === '' ? what : `${what} (key ${JSON.stringify(key)})`
+      const kind = { bigint: 'a BigInt', function: 'a function', symbol: 'a symbol' }[typeof v]
+      if (kind) throw new UnjudgeableArgumentsError(`loopbrake: ${where} holds ${kind}, which JSON cannot represent`)
+      return v
+    })
+  } catch (e) {
+    if (e instanceof UnjudgeableArgumentsError) throw e
+    const why = /circular/i.test(String(e?.message)) ? 'refers back to itself (a cycle)' : `cannot be written as JSON (${e?.message ?? e})`
+    throw new UnjudgeableArgumentsError(`loopbrake: ${what} ${why}, which loopbrake cannot judge`, { cause: e })
+  }
+  return text === undefined ? '{}' : text
+}
+
+/**
+ * Calls into the addon, turning its errors into the caller's error class.
+ * @template T
+ * @param {() => T} fn
+ * @returns {T}
+ */
+export function call(fn) {
+  try {
+    return fn()
+  } catch (e) {
+    if (e instanceof UnjudgeableArgumentsError) throw e
+    const err = new Error(String(e?.message ?? e), { cause: e })
+    err.name = 'LoopbrakeError'
+    throw err
+  }
+}
+
+/**
+ * The loopbrake outcome of a DSH tool result (`{content, value, isError}`).
+ * @param {any} result
+ */
+export function outcomeOf(result) {
+  const outcome = {}
+  if (result?.isError === true) outcome.is_error = true
+  const value = result?.value
+  if (value && typeof value === 'object') {
+    if (Number.isInteger(value.exitCode)) outcome.exit_code = value.exitCode
+    if (Number.isInteger(value.statusCode)) outcome.status_code = value.statusCode
+    if (value.timedOut === true) outcome.timed_out = true
+    if (typeof value.signal === 'string') outcome.signal = value.signal
+  }
+  const text = renderResult(result)
+  if (text) outcome.text = text
+  return outcome
+}
+
+/** The text blocks of a result, non-empty ones joined with newlines. */
+export function renderResult(result) {
+  const content = result?.content
+  if (typeof result === 'string') return result
+  if (!Array.isArray(content)) return ''
+  return content
+    .map((block) => (block && typeof block.text === 'string' ? block.text : ''))
+    .filter(Boolean)
+    .join('\n')
+}

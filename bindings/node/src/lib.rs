@@ -1,0 +1,248 @@
+//! The native addon of the `loopbrake` npm package: the Rust core and the session service,
+//! for JavaScript hosts (napi-rs).
+//!
+//! It only translates: JSON text in (the JavaScript side serialises arguments, refusing
+//! values JSON cannot hold), the session service decides, JSON text out. Every decision,
+//! hash and message is the one every other adapter gets. Nothing unwinds across the FFI
+//! boundary: a panic (a bug) becomes a JavaScript error, and so does any input the core
+//! rejects (invalid JSON, nesting deeper than it reads, an unknown call id).
+
+use loopbrake_core::config::{no_env, Config, ConfigError};
+use loopbrake_core::{Call, Decision, Engine, Outcome, PostDecision};
+use loopbrake_session::{SessionError, Sessions};
+use loopbrake_store::{MemoryStore, Store};
+use napi::{Error, Result, Status};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `f`, turning a panic into an error instead of unwinding into Node.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(Error::new(
+            Status::GenericFailure,
+            "loopbrake: internal error (a bug in loopbrake; nothing was decided)",
+        ))
+    })
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArg, message.into())
+}
+
+fn parse(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        if e.to_string().starts_with("recursion limit exceeded") {
+            invalid(format!(
+                "loopbrake: {what} nest deeper than loopbrake reads (128 levels); the call cannot be judged"
+            ))
+        } else {
+            invalid(format!("loopbrake: {what} is not JSON ({e})"))
+        }
+    })
+}
+
+/// A configuration error as JSON (`{key, value, rule, message}`) for the JavaScript side
+/// to rethrow with its own names.
+fn config_error(e: &ConfigError) -> Error {
+    invalid(
+        json!({"key": e.key, "value": e.value, "rule": e.rule, "message": e.to_string()})
+            .to_string(),
+    )
+}
+
+/// The SHA-256 of the tool name, a newline and the canonical JSON of the arguments, in hex.
+#[napi]
+pub fn call_hash(tool: String, args_json: String) -> Result<String> {
+    guarded(|| {
+        let args = parse(&args_json, "the arguments")?;
+        loopbrake_core::canonical::call_hash(&tool, &args).map_err(|e| invalid(e.to_string()))
+    })
+}
+
+/// The canonical JSON of a value: object keys sorted at every level, nothing else changed.
+#[napi]
+pub fn canonical_json(value_json: String) -> Result<String> {
+    guarded(|| {
+        let value = parse(&value_json, "the value")?;
+        loopbrake_core::canonical::canonical_json(&value).map_err(|e| invalid(e.to_string()))
+    })
+}
+
+/// The session a call counts in: the explicit key, else the calling agent's id, else
+/// `default`.
+#[napi]
+pub fn session_key(explicit: Option<String>, agent: Option<String>) -> String {
+    loopbrake_core::streak::session_key(explicit.as_deref(), agent.as_deref()).to_string()
+}
+
+/// Validates a configuration document (`{"streak": {…}, "breaker": {…}}`, snake_case) and
+/// returns the effective one, every key written out.
+#[napi]
+pub fn check_config(config_json: String) -> Result<String> {
+    guarded(|| {
+        let doc = parse(&config_json, "the configuration")?;
+        let cfg = Config::from_value(&doc, &no_env).map_err(|e| config_error(&e))?;
+        Ok(cfg.to_value().to_string())
+    })
+}
+
+/// Both engines over in-memory sessions, through the session service.
+#[napi]
+pub struct NativeEngine {
+    engine: Engine,
+    store: MemoryStore,
+}
+
+fn session_error(e: SessionError) -> Error {
+    invalid(format!("loopbrake: {e}"))
+}
+
+fn decision_json(d: &Decision) -> String {
+    json!({
+        "verdict": d.verdict.as_str(),
+        "engine": d.engine,
+        "code": d.code,
+        "message": d.message,
+        "hits": d.hits,
+        "advisories": d.advisories,
+        "streak": d.streak_refusal,
+        "settled": d.settled.iter().map(|s| &s.id).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+fn post_json(p: &PostDecision) -> String {
+    json!({
+        "ignored": p.ignored,
+        "advisories": p.advisories,
+        "failure": p.failure,
+    })
+    .to_string()
+}
+
+#[napi]
+impl NativeEngine {
+    /// Engines for a configuration document (snake_case, validated; an invalid one throws
+    /// an error whose message is `{key, value, rule, message}` as JSON). `offer_fetch_tool`
+    /// names a fetch tool the host offers, for the shell-HTTP block.
+    #[napi(constructor)]
+    pub fn new(config_json: String, offer_fetch_tool: Option<String>) -> Result<Self> {
+        guarded(|| {
+            let doc = parse(&config_json, "the configuration")?;
+            let mut cfg = Config::from_value(&doc, &no_env).map_err(|e| config_error(&e))?;
+            if let Some(name) = offer_fetch_tool.filter(|n| !n.is_empty()) {
+                cfg.breaker.offer_fetch_tool(&name);
+            }
+            Ok(NativeEngine {
+                engine: Engine::new(cfg),
+                store: MemoryStore::new(),
+            })
+        })
+    }
+
+    fn sessions(&self) -> Sessions<'_, MemoryStore> {
+        Sessions::new(&self.engine, &self.store)
+    }
+
+    /// Judges a call before it runs: a decision as JSON.
+    #[napi]
+    pub fn pre(
+        &self,
+        session: String,
+        call_id: String,
+        tool: String,
+        args_json: String,
+    ) -> Result<String> {
+        guarded(|| {
+            let args = parse(&args_json, "the arguments")?;
+            let call = Call {
+                session: &session,
+                id: &call_id,
+                tool: &tool,
+                args: &args,
+            };
+            let d = self
+                .sessions()
+                .pre(&session, &call)
+                .map_err(session_error)?;
+            Ok(decision_json(&d))
+        })
+    }
+
+    /// The operator's answer to an ask: the call's final decision as JSON.
+    #[napi]
+    pub fn answer(&self, session: String, call_id: String, approved: bool) -> Result<String> {
+        guarded(|| {
+            let d = self
+                .sessions()
+                .answer(&session, &call_id, approved)
+                .map_err(session_error)?;
+            Ok(decision_json(&d))
+        })
+    }
+
+    /// What a call did (an outcome as JSON: `{is_error, exit_code, status_code, text, …}`):
+    /// the advisories and failure as JSON.
+    #[napi]
+    pub fn post(&self, session: String, call_id: String, outcome_json: String) -> Result<String> {
+        guarded(|| {
+            let outcome: Outcome = serde_json::from_value(parse(&outcome_json, "the outcome")?)
+                .map_err(|e| invalid(format!("loopbrake: the outcome is not valid ({e})")))?;
+            let p = self
+                .sessions()
+                .post(&session, &call_id, &outcome)
+                .map_err(session_error)?;
+            Ok(post_json(&p))
+        })
+    }
+
+    /// A real human message: the session starts afresh.
+    #[napi]
+    pub fn user_message(&self, session: String) -> Result<()> {
+        guarded(|| {
+            self.sessions()
+                .user_message(&session)
+                .map(|_| ())
+                .map_err(session_error)
+        })
+    }
+
+    /// The session is over: its state is forgotten.
+    #[napi]
+    pub fn end(&self, session: String) -> Result<()> {
+        guarded(|| {
+            self.sessions()
+                .end(&session)
+                .map(|_| ())
+                .map_err(session_error)
+        })
+    }
+
+    /// Forgets every session.
+    #[napi]
+    pub fn forget_all(&mut self) {
+        self.store = MemoryStore::new();
+    }
+
+    /// Sessions held.
+    #[napi]
+    pub fn session_count(&self) -> Result<u32> {
+        guarded(|| {
+            self.store
+                .list()
+                .map(|l| l.len() as u32)
+                .map_err(|e| invalid(e.to_string()))
+        })
+    }
+
+    /// The effective configuration as JSON.
+    #[napi]
+    pub fn config(&self) -> String {
+        json!({
+            "streak": self.engine.streak().config().to_value(),
+            "breaker": self.engine.breaker().config().to_value(),
+        })
+        .to_string()
+    }
+}
