@@ -74,15 +74,29 @@ function keyAsWritten(key) {
 }
 
 /**
- * Validates a configuration the way `apply` does, without applying it: returns the
- * effective configuration (snake_case, every key), or throws a BreakerConfigError.
- * Callable, like a schema: cordis passes a row's config through it.
+ * Validates a configuration the way `apply` does, without applying it: returns it, or
+ * throws a BreakerConfigError. It is also a Standard Schema (`Config['~standard']`), which
+ * is how cordis validates a profile row's config before the plugin starts.
  * @param {Record<string, unknown>} [config]
  */
 export function Config(config = {}) {
   parse(config ?? {})
   return config ?? {}
 }
+
+Config['~standard'] = Object.freeze({
+  version: 1,
+  vendor: 'loopbrake',
+  validate(value) {
+    try {
+      parse(value ?? {})
+      return { value: value ?? {} }
+    } catch (e) {
+      if (!(e instanceof BreakerConfigError)) throw e
+      return { issues: [{ message: e.message, path: e.key.startsWith('(') ? undefined : e.key.split('.') }] }
+    }
+  },
+})
 
 function parse(config) {
   const section = toSection(config)

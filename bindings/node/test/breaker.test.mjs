@@ -124,3 +124,13 @@ test('unserialisable arguments are an error for the host, not a crash', async ()
     /cycle/,
   )
 })
+
+test('Config is a Standard Schema, as cordis validates a row', () => {
+  const std = Config['~standard']
+  assert.equal(std.version, 1)
+  assert.deepEqual(std.validate({ warnAt: 5 }), { value: { warnAt: 5 } })
+  const r = std.validate({ window: 2 })
+  assert.equal(r.issues.length, 1)
+  assert.deepEqual(r.issues[0].path, ['window'])
+  assert.match(r.issues[0].message, /must be an integer from 4 to 4096/)
+})
