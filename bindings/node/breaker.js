@@ -80,8 +80,15 @@ function keyAsWritten(key) {
  * @param {Record<string, unknown>} [config]
  */
 export function Config(config = {}) {
-  parse(config ?? {})
+  parse(withoutFetch(config ?? {}))
   return config ?? {}
+}
+
+/** The engine's part of a configuration: `webFetchFile` configures the tool, not the breaker. */
+function withoutFetch(config) {
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) return config
+  const { webFetchFile: _, ...rest } = config
+  return rest
 }
 
 Config['~standard'] = Object.freeze({
@@ -89,7 +96,7 @@ Config['~standard'] = Object.freeze({
   vendor: 'loopbrake',
   validate(value) {
     try {
-      parse(value ?? {})
+      parse(withoutFetch(value ?? {}))
       return { value: value ?? {} }
     } catch (e) {
       if (!(e instanceof BreakerConfigError)) throw e
@@ -140,6 +147,60 @@ function notice(advisory) {
   })
 }
 
+/** The fetch-to-file tool's name. */
+export const FETCH_TOOL = 'web_fetch_file'
+
+/**
+ * The fetcher for `webFetchFile: true | {root?, outputDir?, maxBytes?, timeout?,
+ * maxRedirects?, userAgent?, allowPrivateHosts?, cookieJar?}` (`timeout`: "30s", or
+ * milliseconds; `root`: the workspace, default the working directory).
+ */
+function newFetcher(option) {
+  const { root = process.cwd(), ...settings } = option === true ? {} : option
+  if (typeof option !== 'boolean' && (option === null || typeof option !== 'object' || Array.isArray(option))) {
+    throw new BreakerConfigError({ key: 'webFetchFile', value: JSON.stringify(option), rule: 'must be true or an object of fetch settings' })
+  }
+  const table = {}
+  for (const [k, v] of Object.entries(settings)) table[snake(k)] = k === 'timeout' && typeof v === 'number' ? `${v}ms` : v
+  try {
+    return new native.NativeFetcher(String(root), JSON.stringify(table))
+  } catch (e) {
+    let err
+    try {
+      err = JSON.parse(e.message)
+    } catch {
+      throw new BreakerConfigError({ key: 'webFetchFile.root', value: JSON.stringify(root), rule: String(e.message) })
+    }
+    throw new BreakerConfigError({ ...err, key: `webFetchFile.${camel(err.key.replace(/^fetch\./, ''))}` })
+  }
+}
+
+/** The DSH tool definition of web_fetch_file over a fetcher. */
+function fetchToolDefinition(fetcher, sessionOf) {
+  return {
+    name: FETCH_TOOL,
+    description:
+      'Fetches an http(s) URL and saves the response body to a file in the workspace. Returns the path, the HTTP status code, the size, the content type and the final URL, never the body: read the file with your usual tools (jq, grep, python3). Use it instead of curl or wget in a shell.',
+    parameters: {
+      type: 'object',
+      properties: {
+        url: { type: 'string', description: 'The http:// or https:// URL to fetch.' },
+        path: { type: 'string', description: 'Where to save the body, relative to the workspace root (optional).' },
+      },
+      required: ['url'],
+    },
+    output: {
+      schema: { type: 'object' },
+      render: (_args, value) => [{ type: 'text', text: JSON.stringify(value) }],
+    },
+    async execute(args, exec) {
+      const r = JSON.parse(await fetcher.fetch(sessionOf(exec), toJson(args, `the arguments of ${FETCH_TOOL}`)))
+      if (r.error !== undefined) throw new Error(r.error)
+      return r.ok
+    },
+  }
+}
+
 export const hasUserMessage = (messages) => Array.isArray(messages) && messages.some((m) => m?.source?.kind === 'user')
 
 /**
@@ -149,8 +210,11 @@ export const hasUserMessage = (messages) => Array.isArray(messages) && messages.
  * @returns {() => void} teardown
  */
 export function apply(ctx, config = {}) {
-  const { json, effective } = parse(config ?? {})
-  const engine = new native.NativeEngine(json)
+  const { webFetchFile, ...rest } = config ?? {}
+  const { json, effective } = parse(rest)
+  const fetcher = webFetchFile ? newFetcher(webFetchFile) : null
+  // With the tool offered here, the shell-HTTP block sends shell fetches to it.
+  const engine = new native.NativeEngine(json, fetcher ? FETCH_TOOL : undefined)
   // Only an ask needs judging before the guard; otherwise the guard is the one counter
   // (a call another plugin's pre-execute denies is never counted).
   const asks = effective.breaker.on_limit === 'ask'
@@ -252,6 +316,11 @@ export function apply(ctx, config = {}) {
     const existing = Array.isArray(downstream?.additionalContexts) ? downstream.additionalContexts : []
     return { ...downstream, additionalContexts: [...owed.map(notice), ...existing] }
   })
+
+  if (fetcher) {
+    const off = ctx.tools.register(fetchToolDefinition(fetcher, (exec) => (exec?.agent ? keyOf(exec.agent) : 'default')))
+    if (typeof off === 'function') teardown.push(off)
+  }
 
   on('agent/pre-step', (input, next) => {
     const agent = input?.agent ?? null

@@ -246,3 +246,65 @@ impl NativeEngine {
         .to_string()
     }
 }
+
+/// `web_fetch_file` for JavaScript hosts: fetches a URL to a file under the workspace root.
+#[napi]
+pub struct NativeFetcher {
+    inner: std::sync::Arc<loopbrake_fetch::Fetcher>,
+}
+
+/// A JSON value as TOML, for the `[fetch]` table's own validation.
+fn to_toml(v: &Value) -> Option<toml::Value> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => toml::Value::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        Value::String(s) => toml::Value::String(s.clone()),
+        Value::Array(items) => toml::Value::Array(items.iter().filter_map(to_toml).collect()),
+        Value::Object(m) => toml::Value::Table(
+            m.iter()
+                .filter_map(|(k, x)| Some((k.clone(), to_toml(x)?)))
+                .collect(),
+        ),
+    })
+}
+
+#[napi]
+impl NativeFetcher {
+    /// A fetcher writing under `root`, with the `[fetch]` settings as JSON (snake_case;
+    /// invalid ones throw `{key, value, rule, message}` as JSON).
+    #[napi(constructor)]
+    pub fn new(root: String, settings_json: String) -> Result<Self> {
+        guarded(|| {
+            let doc = parse(&settings_json, "the fetch settings")?;
+            let table = to_toml(&doc);
+            let settings =
+                loopbrake_fetch::fetch_table(table.as_ref()).map_err(|e| config_error(&e))?;
+            let fetcher = loopbrake_fetch::Fetcher::new(settings, std::path::Path::new(&root))
+                .map_err(|e| {
+                    invalid(format!(
+                        "loopbrake: cannot use {root} as the workspace root: {e}"
+                    ))
+                })?;
+            Ok(NativeFetcher {
+                inner: std::sync::Arc::new(fetcher),
+            })
+        })
+    }
+
+    /// Runs the tool for `session` with its arguments `{url, path?}`: `{"ok": {path,
+    /// statusCode, bytes, contentType, kind, finalUrl, truncated?}}` or `{"error": text}`.
+    #[napi]
+    pub async fn fetch(&self, session: String, args_json: String) -> Result<String> {
+        let args = parse(&args_json, "the arguments")?;
+        let inner = self.inner.clone();
+        Ok(match inner.call(&session, &args).await {
+            Ok(f) => json!({"ok": f.to_json()}),
+            Err(e) => json!({"error": format!("web_fetch_file: {e}")}),
+        }
+        .to_string())
+    }
+}

@@ -134,3 +134,59 @@ test('Config is a Standard Schema, as cordis validates a row', () => {
   assert.deepEqual(r.issues[0].path, ['window'])
   assert.match(r.issues[0].message, /must be an integer from 4 to 4096/)
 })
+
+test('webFetchFile: the tool is registered, fetches to a file, and shell fetches are sent to it', async () => {
+  const { createServer } = await import('node:http')
+  const { mkdtempSync, readFileSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const server = createServer((req, res) => {
+    res.writeHead(req.url === '/data.json' ? 200 : 404, { 'content-type': 'application/json' })
+    res.end(req.url === '/data.json' ? '{"rows":[1,2]}' : '{"error":"missing"}')
+  })
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok))
+  const base = `http://127.0.0.1:${server.address().port}`
+  try {
+    const root = mkdtempSync(join(tmpdir(), 'loopbrake-fetch-'))
+    const h = fakeHost()
+    const dispose = breaker.apply(h.ctx, { onLimit: 'deny', webFetchFile: { root, maxBytes: 1000 } })
+    const tool = h.registry.get('web_fetch_file')
+    assert.ok(tool, 'registered')
+    const agent = { id: 'a' }
+    const fetchRun = (url) => async () => {
+      const value = await tool.execute({ url }, { agent })
+      return { content: tool.output.render({ url }, value), value }
+    }
+    const got = await h.dispatch({ agent, callId: 'f1', name: 'web_fetch_file', args: { url: `${base}/data.json` }, run: fetchRun(`${base}/data.json`) })
+    assert.equal(got.verdict, 'run')
+    const value = await tool.execute({ url: `${base}/data.json`, path: 'out/data.json' }, { agent })
+    assert.equal(value.statusCode, 200)
+    assert.equal(readFileSync(join(root, 'out/data.json'), 'utf8'), '{"rows":[1,2]}')
+    await assert.rejects(tool.execute({ url: `${base}/x`, path: '../escape' }, { agent }), /refusing to write outside the workspace root/)
+    // 404s are failures: the third in a row is advised about.
+    const missing = []
+    for (let i = 0; i < 3; i++) {
+      missing.push(await h.dispatch({ agent, callId: `m${i}`, name: 'web_fetch_file', args: { url: `${base}/missing` }, run: fetchRun(`${base}/missing`) }))
+    }
+    assert.match(missing[2].advisories[0] ?? '', /has failed 3 times in a row/)
+    // A shell fetch is refused on its first call and sent to the tool.
+    const curl = await h.dispatch({ agent, callId: 's1', name: 'bash', args: { command: 'curl -s https://api.example.com/v1' }, run: async () => ({}) })
+    assert.equal(curl.verdict, 'deny')
+    assert.match(curl.text, /^SHELL_HTTP_BLOCKED: this bash call fetches over HTTP \(curl\)/)
+    assert.match(curl.text, /web_fetch_file\(url: "https:\/\/api\.example\.com\/v1"\)/)
+    dispose()
+    assert.equal(h.registry.has('web_fetch_file'), false)
+    // Without the tool, shell fetches run.
+    const h2 = fakeHost()
+    breaker.apply(h2.ctx, {})
+    const ran = await h2.dispatch({ agent, callId: 's2', name: 'bash', args: { command: 'curl -s https://api.example.com/v1' }, run: async () => ({}) })
+    assert.equal(ran.verdict, 'run')
+    assert.throws(() => breaker.apply(fakeHost().ctx, { webFetchFile: { maxBytes: 0 } }), (e) => e.key === 'webFetchFile.maxBytes')
+  } finally {
+    server.close()
+  }
+})
+
+test('Config accepts webFetchFile, which configures the tool rather than the breaker', () => {
+  assert.deepEqual(Config['~standard'].validate({ webFetchFile: true, warnAt: 3 }), { value: { webFetchFile: true, warnAt: 3 } })
+})

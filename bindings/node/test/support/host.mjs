@@ -3,6 +3,7 @@
 export function fakeHost() {
   const handlers = new Map()
   const guards = []
+  const registry = new Map()
   const ctx = {
     on(event, fn) {
       if (!handlers.has(event)) handlers.set(event, [])
@@ -14,8 +15,9 @@ export function fakeHost() {
         guards.push(fn)
         return () => guards.splice(guards.indexOf(fn), 1)
       },
-      register() {
-        return () => {}
+      register(def) {
+        registry.set(def.name, def)
+        return () => registry.delete(def.name)
       },
     },
   }
@@ -60,5 +62,5 @@ export function fakeHost() {
   async function userMessage(agent) {
     await waterfall('agent/pre-step', [{ agent, messages: [{ role: 'user', source: { kind: 'user' } }] }], async () => ({ kind: 'enter' }))
   }
-  return { ctx, dispatch, userMessage, handlers, guards }
+  return { ctx, dispatch, userMessage, handlers, guards, registry }
 }
