@@ -180,6 +180,33 @@ struct CallRecord {
     digest: u32,
 }
 
+/// Decisions an operator can see per session (the dashboard's timeline).
+pub const MAX_LOG: usize = 12;
+/// Characters of a preview or fingerprint kept in the timeline.
+pub const LOG_PREVIEW_CHARS: usize = 100;
+
+/// One decision, as an operator sees it: never the arguments, only a redacted preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The call id.
+    pub call: String,
+    /// The tool.
+    pub tool: String,
+    /// What was decided (an answered ask shows its final verdict).
+    pub verdict: Verdict,
+    /// The refusal code, on a denial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The call's `exact:` fingerprint (redacted, cut), or the tool alone.
+    pub preview: String,
+    /// The fingerprint nearest its gate after this call: `(fingerprint, count, limit)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near: Option<crate::breaker::Gauge>,
+    /// `ok`, `failed` or `aborted` once the outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
 /// One session's state for both engines: a plain serialisable value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionState {
@@ -193,6 +220,9 @@ pub struct SessionState {
     /// and not approved.
     #[serde(default, skip_serializing_if = "is_zero")]
     stopped: u32,
+    /// The last [`MAX_LOG`] decisions, oldest first.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    log: VecDeque<LogEntry>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -233,6 +263,49 @@ impl SessionState {
     /// not approved.
     pub fn stopped(&self) -> u32 {
         self.stopped
+    }
+
+    /// The last decisions, oldest first.
+    pub fn log(&self) -> impl DoubleEndedIterator<Item = &LogEntry> {
+        self.log.iter()
+    }
+
+    /// Records a decision (a call seen again through another seam replaces its entry).
+    fn note(&mut self, d: &Decision, tool: &str) {
+        let (preview, near) = self
+            .breaker
+            .call_view(&d.id)
+            .unwrap_or_else(|| (tool.to_string(), None));
+        let near = near.or_else(|| {
+            d.hits
+                .iter()
+                .max_by_key(|h| (u64::from(h.count) * 1000) / u64::from(h.limit.max(1)))
+                .map(|h| (h.fingerprint.clone(), h.count, h.limit))
+        });
+        let cut = |t: String| crate::breaker::messages::cut(&t, LOG_PREVIEW_CHARS);
+        let entry = LogEntry {
+            call: d.id.clone(),
+            tool: tool.to_string(),
+            verdict: d.verdict,
+            code: d.code.map(str::to_string),
+            preview: cut(preview),
+            near: near.map(|(fp, c, l)| (cut(fp), c, l)),
+            outcome: None,
+        };
+        if let Some(e) = self.log.iter_mut().find(|e| e.call == d.id) {
+            *e = entry;
+            return;
+        }
+        if self.log.len() >= MAX_LOG {
+            self.log.pop_front();
+        }
+        self.log.push_back(entry);
+    }
+
+    fn note_outcome(&mut self, call_id: &str, outcome: &str) {
+        if let Some(e) = self.log.iter_mut().rev().find(|e| e.call == call_id) {
+            e.outcome = Some(outcome.to_string());
+        }
     }
 
     fn count_stop(&mut self, verdict: Verdict) {
@@ -278,6 +351,9 @@ impl Engine {
             let _ = self.breaker.answer(&mut st.breaker, &id, false);
             st.record(&id, CallStatus::Denied, 0);
             st.count_stop(Verdict::Deny);
+            if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
+                e.verdict = Verdict::Deny;
+            }
             out.push(Settled {
                 id,
                 verdict: Verdict::Deny,
@@ -327,6 +403,7 @@ impl Engine {
                 st.count_stop(Verdict::Deny);
             }
             st.record(call.id, CallStatus::Denied, digest);
+            st.note(&d, call.tool);
             return Ok(d);
         }
         match self.streak.check_hashed(
@@ -346,6 +423,7 @@ impl Engine {
                     st.count_stop(Verdict::Deny);
                 }
                 st.record(call.id, CallStatus::Denied, digest);
+                st.note(&d, call.tool);
                 return Ok(d);
             }
             StreakVerdict::Allow { .. } => {}
@@ -359,6 +437,7 @@ impl Engine {
             st.count_stop(d.verdict);
         }
         st.record(call.id, status, digest);
+        st.note(&d, call.tool);
         Ok(d)
     }
 
@@ -406,6 +485,10 @@ impl Engine {
         let status = self.apply(&mut d, v);
         st.count_stop(d.verdict);
         st.record(call_id, status, 0);
+        if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == call_id) {
+            e.verdict = d.verdict;
+            e.code = d.code.map(str::to_string);
+        }
         Ok(d)
     }
 
@@ -440,6 +523,14 @@ impl Engine {
         };
         self.streak.observe(&mut st.streak, call_id, digest);
         let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
+        let shown = if outcome.aborted == Some(true) {
+            "aborted"
+        } else if r.failure.is_some() {
+            "failed"
+        } else {
+            "ok"
+        };
+        st.note_outcome(call_id, shown);
         self.close(st, call_id);
         if r.ignored {
             p.ignored = Some("denied");

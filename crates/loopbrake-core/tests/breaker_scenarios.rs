@@ -202,9 +202,15 @@ fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
     assert_eq!(d.hits.len(), 1);
     assert_eq!(d.hits[0].fingerprint, "host:api.example.com");
     assert_eq!((d.hits[0].count, d.hits[0].limit), (16, 16));
-    // …until the next human message, which forgets everything.
+    // …until the next human message, after which both engines forget everything (the
+    // operator's timeline of past decisions stays).
     s.engine.user_message(&mut s.st);
-    assert_eq!(s.st, SessionState::default());
+    let fresh = SessionState::default();
+    assert_eq!(
+        (&s.st.streak, &s.st.breaker),
+        (&fresh.streak, &fresh.breaker)
+    );
+    assert_eq!((s.st.open_calls(), s.st.stopped()), (0, 0));
 }
 
 #[test]
@@ -332,8 +338,9 @@ fn state_stays_bounded_and_never_holds_argument_text() {
     }
     let bytes = serde_json::to_string(&s.st).unwrap();
     // Mostly the 64 calls denied at the gate that never got a result: each stays open (a
-    // late result is then ignored, and its id cannot name another call meanwhile).
-    assert!(bytes.len() < 9_000, "state is {} bytes", bytes.len());
+    // late result is then ignored, and its id cannot name another call meanwhile), and the
+    // operator's timeline of the last 12 decisions.
+    assert!(bytes.len() < 12_000, "state is {} bytes", bytes.len());
     assert!(!bytes.contains("SECRET"));
 }
 
@@ -407,4 +414,38 @@ fn shell_fetches_run_when_no_replacement_exists_or_the_block_is_off() {
     let text = d.message.unwrap();
     assert!(text.contains("Use the `WebFetch` tool instead"), "{text}");
     assert!(!text.contains("Local addresses"), "{text}");
+}
+
+#[test]
+fn the_operators_timeline_shows_recent_decisions_redacted_with_outcomes() {
+    let mut s =
+        Session::new(json!({"breaker": {"on_limit": "deny"}, "streak": {"enabled": false}}));
+    let secret = "sk-live-abcdef1234567890abcd";
+    for i in 0..14 {
+        let args = json!({"command": format!("curl -s 'https://api.example.com/v1?key={secret}&n=1'"), "description": DECOYS[i % 3]});
+        s.step("bash", args, ok());
+    }
+    let log: Vec<_> = s.st.log().collect();
+    assert_eq!(log.len(), loopbrake_core::engine::MAX_LOG);
+    let last = log.last().unwrap();
+    assert_eq!(last.tool, "bash");
+    assert_eq!(last.verdict, Verdict::Deny);
+    assert_eq!(last.code.as_deref(), Some("REPEAT_TOOL_BLOCKED"));
+    let allowed = log.iter().find(|e| e.verdict == Verdict::Allow).unwrap();
+    assert!(
+        allowed.preview.starts_with("exact:bash:"),
+        "{}",
+        allowed.preview
+    );
+    assert_eq!(allowed.outcome.as_deref(), Some("ok"));
+    let (fp, count, limit) = log[log.len() - 3].near.clone().unwrap();
+    assert!(
+        count <= limit && limit == 12 && !fp.is_empty(),
+        "{fp} {count}/{limit}"
+    );
+    let text = serde_json::to_string(&s.st).unwrap();
+    assert!(
+        !text.contains(secret),
+        "stored state never holds the secret"
+    );
 }

@@ -70,7 +70,12 @@ pub struct Options {
     pub http_session: Option<Arc<http::HttpSession>>,
     /// `web_fetch_file`, offered by the proxy itself when set.
     pub fetch: Option<Arc<loopbrake_fetch::Fetcher>>,
+    /// Asked before each judged call: a new engine when the configuration changed.
+    pub reload: Option<Reloader>,
 }
+
+/// Returns a new engine when the configuration changed, else `None`.
+pub type Reloader = Box<dyn FnMut() -> Option<Engine> + Send + Sync>;
 
 /// Why the proxy stopped.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +139,9 @@ struct Shared {
     next_elicit: AtomicU64,
     /// The server lists a tool named `web_fetch_file` itself: its own is used.
     server_fetches: AtomicBool,
+    /// The engines in force (replaced when the configuration is reloaded).
+    engine: std::sync::RwLock<Arc<Engine>>,
+    reload: Mutex<Option<Reloader>>,
 }
 
 fn id_key(id: &Value) -> String {
@@ -217,11 +225,24 @@ impl Shared {
         self.opts.default_session.clone()
     }
 
+    /// Takes a reloaded configuration into use (sessions keep their state).
+    fn reload(&self) {
+        let mut r = self.reload.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(engine) = r.as_mut().and_then(|f| f()) {
+            *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(engine);
+        }
+    }
+
     /// Runs a step of the session service, off the async threads.
     fn with_sessions<R>(&self, f: impl FnOnce(&Sessions<'_, dyn Store>) -> R) -> R {
         // block_in_place: no hand-off to another thread (a memory store answers in
         // microseconds), yet a slow store (SQLite, Redis) does not stall other tasks.
-        let sessions = Sessions::new(&self.opts.engine, self.opts.store.as_ref())
+        let engine = self
+            .engine
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let sessions = Sessions::new(&engine, self.opts.store.as_ref())
             .with_fail_closed(self.opts.fail_closed);
         tokio::task::block_in_place(|| f(&sessions))
     }
@@ -291,6 +312,7 @@ impl Shared {
     }
 
     async fn tool_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
+        self.reload();
         let key = id_key(&id);
         let session = self.session_for(&params);
         let call_id = format!("mcp-{key}");
@@ -629,7 +651,12 @@ where
 {
     let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
     let (to_server, server_rx) = mpsc::unbounded_channel::<String>();
+    let mut opts = opts;
+    let engine = std::sync::RwLock::new(Arc::new(std::mem::take(&mut opts.engine)));
+    let reload = Mutex::new(opts.reload.take());
     let shared = Arc::new(Shared {
+        engine,
+        reload,
         opts,
         to_client,
         to_server,

@@ -85,6 +85,7 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
         fail_closed: false,
         http_session: None,
         fetch: None,
+        reload: None,
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
     // The server: answers every JSON-RPC request (however deep its params), ignores

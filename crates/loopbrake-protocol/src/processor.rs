@@ -192,7 +192,12 @@ pub struct Processor {
     degraded: u64,
     fail_closed: bool,
     call_digests: bool,
+    reload: Option<Reloader>,
 }
+
+/// Asked before each event: a new engine when the configuration changed (`serve` reloads
+/// `loopbrake.toml` this way), else `None`.
+pub type Reloader = Box<dyn FnMut() -> Option<Engine> + Send>;
 
 impl Processor {
     /// A processor over `store`.
@@ -206,7 +211,14 @@ impl Processor {
             degraded: 0,
             fail_closed: false,
             call_digests: false,
+            reload: None,
         }
+    }
+
+    /// Checks for a new engine before each event (sessions keep their state).
+    pub fn with_reloader(mut self, reload: Reloader) -> Self {
+        self.reload = Some(reload);
+        self
     }
 
     /// Records each call's digest in [`Record::Call`] and each outcome's digest in
@@ -289,6 +301,9 @@ impl Processor {
 
     /// Handles one parsed event.
     pub fn handle_value(&mut self, value: &Value, line_no: u64) -> Handled {
+        if let Some(engine) = self.reload.as_mut().and_then(|r| r()) {
+            self.engine = engine;
+        }
         let ev = match event::parse(value) {
             Ok(ev) => ev,
             Err(msg) => return self.error(line_no, &msg),

@@ -24,6 +24,7 @@
 
 pub mod brake;
 pub mod settings;
+pub mod ui;
 
 pub use brake::{decorate, Approver, Brake, Braked, GuardError, Guarded, Refusal, Tool};
 pub use loopbrake_core as core;

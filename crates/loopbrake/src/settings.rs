@@ -394,3 +394,49 @@ mod tests {
         assert_eq!(e.key, "stream");
     }
 }
+
+/// Watches the configuration file a long-running command loaded (`serve`, `mcp`): when
+/// it changes (modification time or size), it is loaded again; an invalid edit is
+/// reported once and the previous configuration stays in force.
+#[derive(Debug)]
+pub struct Watcher {
+    path: PathBuf,
+    stamp: Option<(std::time::SystemTime, u64)>,
+}
+
+fn stamp_of(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl Watcher {
+    /// Watches the file `settings` came from; `None` for built-in defaults.
+    pub fn new(settings: &Settings) -> Option<Self> {
+        match &settings.source {
+            Source::File(path) => Some(Watcher {
+                path: path.clone(),
+                stamp: stamp_of(path),
+            }),
+            Source::Defaults => None,
+        }
+    }
+
+    /// The configuration again when the file changed and is valid.
+    pub fn changed(&mut self) -> Option<Loaded> {
+        let now = stamp_of(&self.path);
+        if now == self.stamp {
+            return None;
+        }
+        self.stamp = now;
+        match load_file(&self.path, &process_env) {
+            Ok(l) => {
+                eprintln!("loopbrake: reloaded {}", self.path.display());
+                Some(l)
+            }
+            Err(e) => {
+                eprintln!("loopbrake: {e}; keeping the previous configuration");
+                None
+            }
+        }
+    }
+}

@@ -240,6 +240,9 @@ pub struct BreakerState {
     recent: VecDeque<Recent>,
 }
 
+/// A fingerprint against its gate, as operators see it: `(fingerprint, count, limit)`.
+pub type Gauge = (String, u32, u32);
+
 /// A read-only summary of a session, for operators (`loopbrake sessions`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BreakerSummary {
@@ -280,6 +283,29 @@ impl BreakerState {
         self.inflight
             .iter()
             .any(|c| c.id == call_id && c.status == Status::Denied)
+    }
+
+    /// How an operator sees a call the breaker judged and remembers: its `exact:` preview
+    /// (redacted) and, among its gated fingerprints, the one nearest its gate as
+    /// `(fingerprint, count, limit)`.
+    pub fn call_view(&self, call_id: &str) -> Option<(String, Option<Gauge>)> {
+        let c = self.inflight.iter().find(|c| c.id == call_id)?;
+        let preview = c
+            .fps
+            .iter()
+            .find(|f| f.kind == Kind::Exact)
+            .or(c.fps.first())
+            .map(|f| f.preview.clone())?;
+        let near = c
+            .fps
+            .iter()
+            .filter_map(|f| Some((f, f.limit?)))
+            .map(|(f, limit)| (f, self.tally(f.id), limit))
+            .max_by(|a, b| {
+                (u64::from(a.1) * u64::from(b.2)).cmp(&(u64::from(b.1) * u64::from(a.2)))
+            })
+            .map(|(f, count, limit)| (f.preview.clone(), count, limit));
+        Some((preview, near))
     }
 
     /// Forgets every call waiting for a result (a host that never reports outcomes of

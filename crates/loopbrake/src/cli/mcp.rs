@@ -49,8 +49,22 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             .unwrap_or(0);
         format!("mcp-proxy:{}:{t}", std::process::id())
     });
+    let offered = fetch.is_some();
+    let reload: Option<loopbrake_mcp::Reloader> = settings::Watcher::new(&s).map(|mut w| {
+        Box::new(move || {
+            w.changed().map(|mut l| {
+                if offered {
+                    l.engine
+                        .breaker
+                        .offer_fetch_tool(loopbrake_fetch::TOOL_NAME);
+                }
+                Engine::new(l.engine)
+            })
+        }) as loopbrake_mcp::Reloader
+    });
     let opts = Options {
-        engine: Engine::new(s.engine),
+        engine: Engine::new(s.engine.clone()),
+        reload,
         store,
         default_session,
         ask_timeout: Duration::from_secs(ask_timeout),

@@ -33,6 +33,7 @@ mod hook;
 mod mcp;
 mod replay;
 mod sessions;
+mod ui;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -131,6 +132,15 @@ enum Command {
             value_name = "COMMAND"
         )]
         command: Vec<String>,
+    },
+    /// Serve the dashboard: live sessions, their recent decisions, and the settings form.
+    Ui {
+        /// Address to listen on (beyond loopback only with a token).
+        #[arg(long, default_value = "127.0.0.1:4477")]
+        listen: std::net::SocketAddr,
+        /// Require this token on every request (Authorization: Bearer, or ?token= once).
+        #[arg(long, env = "LOOPBRAKE_UI_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// List stored sessions, or reset one.
     Sessions {
@@ -257,6 +267,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             };
             hook::init(cli.config.as_deref(), dialect.into(), scope, remove)
         }
+        Command::Ui { listen, token } => ui::run(cli.config.as_deref(), listen, token),
         Command::Sessions { action, json } => match action {
             None => sessions::list(cli.config.as_deref(), json),
             Some(SessionsCommand::Reset { key }) => sessions::reset(cli.config.as_deref(), &key),

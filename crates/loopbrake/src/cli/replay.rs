@@ -176,7 +176,12 @@ pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Memory, &process_env)?;
     let mut processor =
-        Processor::new(Engine::new(s.engine), store).with_fail_closed(s.store.fail_closed);
+        Processor::new(Engine::new(s.engine.clone()), store).with_fail_closed(s.store.fail_closed);
+    if let Some(mut watcher) = settings::Watcher::new(&s) {
+        processor = processor.with_reloader(Box::new(move || {
+            watcher.changed().map(|l| Engine::new(l.engine))
+        }));
+    }
     let stdin = io::stdin();
     let mut out = LineWriter::new(io::stdout().lock(), true);
     run(

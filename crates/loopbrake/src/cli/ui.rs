@@ -1,0 +1,55 @@
+//! `loopbrake ui`: the dashboard over the configured store.
+
+use super::CliError;
+use loopbrake::settings::{self, process_env, StoreKind};
+use loopbrake::ui::{serve, Ui};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub fn run(
+    config: Option<&Path>,
+    listen: SocketAddr,
+    token: Option<String>,
+) -> Result<ExitCode, CliError> {
+    let token = token.filter(|t| !t.is_empty());
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "refusing to serve the dashboard on {listen} without a token: it shows and changes what loopbrake does; pass --token (or set LOOPBRAKE_UI_TOKEN), or listen on 127.0.0.1"
+        )
+        .into());
+    }
+    let s = settings::load(config)?;
+    let cwd = std::env::current_dir()?;
+    let config_path: PathBuf = match (config, &s.source) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, settings::Source::File(p)) => p.clone(),
+        (None, settings::Source::Defaults) => cwd.join("loopbrake.toml"),
+    };
+    let store = s.store.open(StoreKind::Sqlite, &process_env)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let addr = listener.local_addr()?;
+        eprintln!(
+            "loopbrake ui: http://{addr}/ ({}; settings in {})",
+            store.describe(),
+            config_path.display()
+        );
+        serve(
+            Ui {
+                store,
+                config_path,
+                token,
+                listen: addr,
+            },
+            listener,
+        )
+        .await?;
+        Ok::<_, CliError>(ExitCode::SUCCESS)
+    })
+}
