@@ -487,3 +487,97 @@ fn a_running_serve_uses_an_edited_configuration_at_the_next_event() {
         "{err}"
     );
 }
+
+fn chromium() -> &'static str {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chromium must be installed (scripts/test installs Debian's chromium)")
+}
+
+fn headless(dir: &Path, profile: &str, args: &[String]) -> std::process::Output {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,800",
+    ])
+    .arg(format!("--user-data-dir={}", dir.join(profile).display()))
+    .args(args);
+    output_with_deadline(c, 120)
+}
+
+#[test]
+fn the_dashboard_renders_in_headless_chromium_and_its_script_keeps_it_live() {
+    let s = start("chromium", &[]);
+    populate(&s.cfg);
+    // After the page's script has polled the API (virtual time runs its timers), the DOM
+    // holds the sessions it wrote: the script works in a real browser.
+    let out = headless(
+        &s.dir,
+        "p1",
+        &[
+            "--virtual-time-budget=5000".into(),
+            "--dump-dom".into(),
+            format!("{}/", s.base),
+        ],
+    );
+    assert_success(&out);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains(">looping<"), "{dom}");
+    assert!(
+        dom.contains("sqlite "),
+        "the script filled in the store: {dom}"
+    );
+    assert!(!dom.contains("Live updates paused"), "{dom}");
+    assert!(!dom.contains("sk-live-abcdef1234567890abcd"));
+    let out = headless(
+        &s.dir,
+        "p2",
+        &["--dump-dom".into(), format!("{}/settings", s.base)],
+    );
+    assert_success(&out);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("id=\"streak.max_repeats\"") && dom.contains("value=\"4\""),
+        "{dom}"
+    );
+    let out = headless(
+        &s.dir,
+        "p3",
+        &[
+            "--virtual-time-budget=3000".into(),
+            "--dump-dom".into(),
+            format!("{}/sessions/looping", s.base),
+        ],
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(dom.matches("class=\"verdict v-deny\"").count(), 2, "{dom}");
+    // A screenshot: a drawn page, not a blank one.
+    let shot = s.dir.join("dashboard.png");
+    let out = headless(
+        &s.dir,
+        "p4",
+        &[
+            format!("--screenshot={}", shot.display()),
+            format!("{}/", s.base),
+        ],
+    );
+    assert_success(&out);
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 10_000,
+        "a blank page compresses far smaller: {} bytes",
+        png.len()
+    );
+    if let Some(keep) = std::env::var_os("LOOPBRAKE_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}
