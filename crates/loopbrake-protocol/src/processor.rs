@@ -124,6 +124,9 @@ pub enum Record {
         /// The call's identity digest (the streak hash), for repeat statistics; only when
         /// the processor was asked for it ([`Processor::with_call_digests`]).
         digest: Option<[u8; 32]>,
+        /// The tool and a redacted preview of its arguments, for reports; only with
+        /// [`Processor::with_call_digests`].
+        detail: Option<CallDetail>,
         /// The decision.
         decision: Decision,
     },
@@ -167,6 +170,18 @@ pub enum Record {
     /// The line was in error.
     Error,
 }
+
+/// A call as a report shows it: never the arguments, a redacted preview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallDetail {
+    /// The tool.
+    pub tool: String,
+    /// Its canonical arguments, redacted and cut to [`PREVIEW_CHARS`] characters.
+    pub preview: String,
+}
+
+/// Characters of a call's arguments a report shows.
+pub const PREVIEW_CHARS: usize = 120;
 
 /// One handled event: the output line and what happened.
 #[derive(Debug, Clone)]
@@ -441,6 +456,17 @@ impl Processor {
                 } else {
                     None
                 },
+                detail: self.call_digests.then(|| CallDetail {
+                    tool: tool.to_string(),
+                    preview: loopbrake_core::canonical::canonical_json(args)
+                        .map(|j| {
+                            loopbrake_core::breaker::messages::cut(
+                                &loopbrake_core::redact::redact(&j),
+                                PREVIEW_CHARS,
+                            )
+                        })
+                        .unwrap_or_default(),
+                }),
                 decision,
             },
         }

@@ -28,6 +28,12 @@ pub struct Mark {
     pub label: Option<String>,
     /// For a stopped call: what the recorded run got by running it.
     pub judged: Option<Judged>,
+    /// The tool, when the processor recorded details.
+    pub tool: String,
+    /// A redacted preview of the arguments.
+    pub preview: String,
+    /// What the call did: `None` before a result, `Some(None)` ok, `Some(Some(why))` failed.
+    pub failure: Option<Option<String>>,
 }
 
 /// What a stopped call would have returned, judged from the recording.
@@ -234,6 +240,7 @@ impl Report {
             Record::Call {
                 session,
                 digest,
+                detail,
                 decision,
             } => {
                 self.settle(session, &decision.settled);
@@ -290,6 +297,12 @@ impl Report {
                     verdict: decision.verdict,
                     label,
                     judged: None,
+                    tool: detail.as_ref().map(|d| d.tool.clone()).unwrap_or_default(),
+                    preview: detail
+                        .as_ref()
+                        .map(|d| d.preview.clone())
+                        .unwrap_or_default(),
+                    failure: None,
                 });
                 for f in fired {
                     *self.fired.entry(f).or_default() += 1;
@@ -308,11 +321,14 @@ impl Report {
                 settled,
                 id,
                 output,
-                ..
+                failure,
             } => {
                 self.settle(session, settled);
                 let s = self.session(session);
                 s.judge(id, *output);
+                if let Some(&i) = s.ids.get(id) {
+                    s.marks[i].failure = Some(failure.as_ref().map(|f| f.to_string()));
+                }
                 s.advisories += advisories.len() as u32;
                 if let (Some(a), Some(&i)) = (advisories.first(), s.ids.get(id)) {
                     if s.marks[i].label.is_none() {
@@ -427,12 +443,18 @@ impl Report {
     /// inserts (session names, fingerprints and labels come from recorded runs).
     pub fn html(&self) -> String {
         let t = self.totals();
-        let shown: Vec<&SessionReport> = self
-            .sessions
-            .iter()
-            .filter(|s| s.active())
-            .take(300)
-            .collect();
+        // The most severe first: gated sessions, then by calls stopped, then advisories.
+        let mut shown: Vec<&SessionReport> = self.sessions.iter().filter(|s| s.active()).collect();
+        shown.sort_by(|a, b| {
+            b.first_gate
+                .is_some()
+                .cmp(&a.first_gate.is_some())
+                .then(b.denials.cmp(&a.denials))
+                .then(b.asks.cmp(&a.asks))
+                .then(b.advisories.cmp(&a.advisories))
+                .then(a.name.cmp(&b.name))
+        });
+        shown.truncate(300);
         let quiet = self.sessions.iter().filter(|s| !s.active()).count();
         let top = self.top_fired(10);
         let page = html! {
@@ -440,6 +462,7 @@ impl Report {
             html lang="en" {
                 head {
                     meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
                     title { "loopbrake replay report" }
                     style { (PreEscaped(CSS)) }
                 }
@@ -449,9 +472,18 @@ impl Report {
                     @if t.stopped > 0 {
                         p id="waste" { (t.waste_line()) }
                     }
-                    p class="legend" {
+                    div class="legend" {
                         @for v in [Verdict::Allow, Verdict::Advise, Verdict::Ask, Verdict::Deny] {
                             span { i class="sw" style={ "background:" (color(v)) } {} (v.as_str()) }
+                        }
+                        span { i class="sw fail" {} "failed (below the line)" }
+                        p {
+                            "Each dot is a call, in order; hover for its tool, arguments (redacted) and outcome. "
+                            "In the labels, " b { "12/12" } " is a fingerprint's count in the window against its gate, "
+                            b { "×7" } " the count an advisory names (occurrences, or failures in a row), "
+                            b { "streak Bash ×3" } " the length of a run of identical calls. "
+                            "A stopped call is " b { "waste" } " when the recorded run got the same output as the last identical call, "
+                            b { "new information" } " when it did not. Identical labels in a row are collapsed into one, with their count."
                         }
                     }
                     h2 { "Timelines" }
@@ -459,7 +491,7 @@ impl Report {
                         p { "No session drew an advisory or a gate." }
                     }
                     @for s in &shown {
-                        (timeline_svg(s))
+                        (timeline(s))
                     }
                     @if quiet > 0 {
                         p { (quiet) " sessions drew no advisory and no gate." }
@@ -482,8 +514,9 @@ impl Report {
     }
 }
 
-const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
-.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}\
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
+.legend span{display:inline-block;margin-right:14px}.legend p{color:#555;max-width:70em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle;border-radius:50%}.sw.fail{background:#7a1f1f;border-radius:0;width:3px;height:10px}\
+.session{margin:18px 0 8px}.session svg{display:block;width:100%;height:auto;max-width:var(--w)}.session ol{margin:4px 0 0;padding-left:22px;color:#333}.session li{margin:1px 0}.session code{font-size:12px;word-break:break-all}\
 table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}svg text{font:11px system-ui,sans-serif}";
 
 fn color(v: Verdict) -> &'static str {
@@ -495,43 +528,98 @@ fn color(v: Verdict) -> &'static str {
     }
 }
 
-fn timeline_svg(s: &SessionReport) -> Markup {
-    let step = 12.0_f64;
+/// A label with its numbers blanked: labels that differ only by counts are one run.
+fn label_key(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .collect()
+}
+
+/// Runs of identical labels: `(first call index, last call index, label, how many)`.
+fn label_runs(marks: &[Mark]) -> Vec<(usize, usize, &str, usize)> {
+    let mut runs: Vec<(usize, usize, &str, usize)> = Vec::new();
+    for (i, m) in marks.iter().enumerate() {
+        let Some(label) = m.label.as_deref() else {
+            continue;
+        };
+        match runs.last_mut() {
+            Some(last) if label_key(last.2) == label_key(label) => {
+                last.1 = i;
+                last.2 = label;
+                last.3 += 1;
+            }
+            _ => runs.push((i, i, label, 1)),
+        }
+    }
+    runs
+}
+
+fn tooltip(i: usize, m: &Mark) -> String {
+    let mut t = format!("call {}", i + 1);
+    if !m.tool.is_empty() {
+        t.push_str(&format!(" · {}", m.tool));
+    }
+    t.push_str(&format!(" · {}", m.verdict.as_str()));
+    if let Some(label) = &m.label {
+        t.push_str(&format!(" · {label}"));
+    }
+    if !m.preview.is_empty() {
+        t.push_str(&format!("\n{}", m.preview));
+    }
+    match &m.failure {
+        Some(Some(why)) => t.push_str(&format!("\noutcome: failed, {why}")),
+        Some(None) => t.push_str("\noutcome: ok"),
+        None => {}
+    }
+    t
+}
+
+fn timeline(s: &SessionReport) -> Markup {
+    // The axis is as long as the session: 12 px a call, tighter for long sessions.
     let n = s.marks.len().max(1);
-    let labels: Vec<(usize, &String)> = s
+    let step = (1200.0 / n as f64).clamp(3.0, 12.0);
+    let width = 20.0 + n as f64 * step;
+    let height = 40.0;
+    let x = |i: usize| 10.0 + step / 2.0 + i as f64 * step;
+    let runs = label_runs(&s.marks);
+    let failed = s
         .marks
         .iter()
-        .enumerate()
-        .filter_map(|(i, m)| m.label.as_ref().map(|l| (i, l)))
-        .collect();
-    // Wide enough for the marks and for every label (about 6.5 px a character).
-    let label_extent = labels
-        .iter()
-        .map(|(i, l)| 16.0 + *i as f64 * step + 3.0 + (l.chars().count() + 10) as f64 * 6.5)
-        .fold(0.0_f64, f64::max);
-    let width = (40.0 + n as f64 * step).max(label_extent).max(320.0);
-    let height = 46.0 + labels.len() as f64 * 14.0;
+        .filter(|m| matches!(m.failure, Some(Some(_))))
+        .count();
     let first_gate = s
         .first_gate
         .map(|g| format!("at call {g}"))
         .unwrap_or_else(|| "none".into());
+    let stopped = s.denials;
     html! {
-        div class="session" {
-            b { (s.name) } " — " (s.calls) " calls, first gate " (first_gate) ", " (s.saved()) " saved"
-            br;
-            svg class="timeline" xmlns="http://www.w3.org/2000/svg" width=(format!("{width:.0}")) height=(format!("{height:.0}")) role="img" {
-                line x1="10" y1="20" x2=(format!("{:.0}", width - 10.0)) y2="20" stroke="#999" {}
+        div class="session" style=(format!("--w:{width:.0}px")) {
+            b { (s.name) } " — " (s.calls) " calls, " (failed) " failed, first gate " (first_gate) ", " (s.saved()) " saved"
+            @if stopped > 0 {
+                "; " (stopped) " stopped: " (s.waste) " waste, " (s.new_information) " new information"
+            }
+            svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {width:.0} {height:.0}")) preserveAspectRatio="xMinYMin meet" role="img" {
+                line x1="10" y1="16" x2=(format!("{:.0}", width - 10.0)) y2="16" stroke="#999" {}
                 @for (i, m) in s.marks.iter().enumerate() {
-                    circle class={ "mark " (m.verdict.as_str()) } cx=(format!("{:.1}", 16.0 + i as f64 * step)) cy="20"
-                        r=(if m.verdict == Verdict::Allow { "3.5" } else { "5.5" }) fill=(color(m.verdict)) {
-                        title { "call " (i + 1) ": " (m.verdict.as_str()) }
+                    @if matches!(m.failure, Some(Some(_))) {
+                        rect class="fail" x=(format!("{:.1}", x(i) - 1.0)) y="24" width="2" height="9" fill="#7a1f1f" {}
+                    }
+                    circle class={ "mark " (m.verdict.as_str()) } cx=(format!("{:.1}", x(i))) cy="16"
+                        r=(if m.verdict == Verdict::Allow { format!("{:.1}", (step * 0.3).min(3.5)) } else { format!("{:.1}", (step * 0.45).clamp(2.5, 5.5)) }) fill=(color(m.verdict)) {
+                        title { (tooltip(i, m)) }
                     }
                 }
-                @for (row, (i, label)) in labels.iter().enumerate() {
-                    @let x = 16.0 + *i as f64 * step;
-                    @let y = 44.0 + row as f64 * 14.0;
-                    line x1=(format!("{x:.1}")) y1="26" x2=(format!("{x:.1}")) y2=(format!("{:.0}", y - 10.0)) stroke="#ccc" {}
-                    text x=(format!("{:.1}", x + 3.0)) y=(format!("{y:.0}")) { "call " (i + 1) ": " (label) }
+            }
+            @if !runs.is_empty() {
+                ol {
+                    @for (first, last, label, count) in &runs {
+                        li {
+                            @if first == last { "call " (first + 1) } @else { "calls " (first + 1) "–" (last + 1) }
+                            ": " (label)
+                            @if *count > 1 { " (" (count) " times)" }
+                        }
+                    }
                 }
             }
         }
@@ -548,7 +636,7 @@ fn histogram_svg(sessions: &[SessionReport]) -> Markup {
     let max = bins.iter().copied().max().unwrap_or(0).max(1) as f64;
     let bw = 28.0;
     html! {
-        svg id="histogram" xmlns="http://www.w3.org/2000/svg" width="660" height="220" role="img" {
+        svg id="histogram" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 660 220" style="width:100%;max-width:660px;height:auto" role="img" {
             @for (i, &c) in bins.iter().enumerate() {
                 @let bh = (c as f64 / max) * 160.0;
                 @let x = 30.0 + i as f64 * (bw + 4.0);

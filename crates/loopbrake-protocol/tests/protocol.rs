@@ -502,3 +502,53 @@ fn a_shell_fetch_is_denied_with_its_code_when_a_fetch_tool_is_configured() {
     let out = replay_lines("", &format!("{}\n", curl_call(1, "s1")));
     assert_eq!(v(&out[0])["verdict"], "allow");
 }
+
+#[test]
+fn the_html_report_collapses_runs_explains_itself_and_puts_gated_sessions_first() {
+    let mut p = processor("[breaker]\non_limit = \"deny\"\nlimits = { exact = 3, cmd = 3 }\nwarn_at = 0\nsummarize_at = 0\n[streak]\nenabled = false")
+        .with_call_digests(true);
+    let mut lines = Vec::new();
+    // "a-quiet" sorts first by name but drew only advisories-free calls; "b-loop" is gated.
+    lines.push(
+        json!({"event": "call", "session": "a-quiet", "id": "q", "tool": "read", "args": {"p": 1}})
+            .to_string(),
+    );
+    lines.push(json!({"event": "call", "session": "a-advised", "id": "x0", "tool": "bash", "args": {"command": "python3 t.py"}}).to_string());
+    for i in 0..8 {
+        let id = format!("c{i}");
+        lines.push(json!({"event": "call", "session": "b-loop", "id": id, "tool": "bash",
+            "args": {"command": "curl -s 'https://api.example.com/x?api_key=sk-live-abcdef1234567890abcd'"}}).to_string());
+        lines.push(json!({"event": "result", "session": "b-loop", "id": id, "outcome": {"exit_code": 22, "text": "curl: (22) The requested URL returned error: 500"}}).to_string());
+    }
+    let input = lines.join("\n") + "\n";
+    let mut out = Collect(Vec::new());
+    run(input.as_bytes(), None, &mut p, 16 << 20, &mut out).unwrap();
+    let mut report = Report::default();
+    for h in &out.0 {
+        report.add(&h.record);
+    }
+    let html = report.html();
+    // Six denials with labels that differ only by counts: one line, with its count.
+    assert_eq!(html.matches("<li>").count(), 1, "{html}");
+    assert!(html.contains("calls 3–8: deny"), "{html}");
+    assert!(html.contains("(6 times)"), "{html}");
+    // Tooltips name the tool, the redacted arguments and the outcome.
+    assert!(html.contains("call 1 · bash · allow"), "{html}");
+    assert!(html.contains("outcome: failed"), "{html}");
+    assert!(
+        !html.contains("sk-live-abcdef1234567890abcd"),
+        "never a secret"
+    );
+    // Failures are marked; the width follows the session; a legend explains the counts.
+    assert_eq!(
+        html.matches("class=\"fail\"").count(),
+        2,
+        "only calls that ran can fail: {html}"
+    );
+    assert!(html.contains("viewBox=\"0 0 116 40\""), "{html}");
+    assert!(html.contains("count in the window against its gate"));
+    // Gated sessions first.
+    let gated = html.find("<b>b-loop</b>").unwrap();
+    let advised = html.find("<b>a-advised</b>").unwrap_or(usize::MAX);
+    assert!(gated < advised);
+}
