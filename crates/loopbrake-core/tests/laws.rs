@@ -150,7 +150,13 @@ proptest! {
             }
         }
         let _ = engine.user_message(&mut st);
-        prop_assert_eq!(st, SessionState::default());
+        // Everything that decides is forgotten; only the operator's timeline of past
+        // decisions (bounded) stays.
+        let fresh = SessionState::default();
+        prop_assert_eq!(&st.streak, &fresh.streak);
+        prop_assert_eq!(&st.breaker, &fresh.breaker);
+        prop_assert_eq!((st.open_calls(), st.stopped()), (0, 0));
+        prop_assert!(st.log().count() <= loopbrake_core::engine::MAX_LOG);
     }
 
     #[test]

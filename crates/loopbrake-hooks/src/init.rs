@@ -5,7 +5,7 @@
 use crate::Dialect;
 use serde_json::{json, Map, Value};
 
-/// Which events get which handler: (event, matcher, timeout in seconds).
+/// Which events get which handler: (event, matcher, timeout: seconds, milliseconds for Gemini CLI).
 fn events(dialect: Dialect) -> &'static [(&'static str, Option<&'static str>, Option<u64>)] {
     match dialect {
         Dialect::Claude => &[
@@ -17,6 +17,14 @@ fn events(dialect: Dialect) -> &'static [(&'static str, Option<&'static str>, Op
             ("SessionStart", None, Some(10)),
             ("SessionEnd", None, Some(5)),
             ("Stop", None, Some(10)),
+        ],
+        // Gemini CLI: milliseconds, and its own event names.
+        Dialect::Gemini => &[
+            ("BeforeTool", Some("*"), Some(10_000)),
+            ("AfterTool", Some("*"), Some(10_000)),
+            ("BeforeAgent", None, Some(10_000)),
+            ("AfterAgent", None, Some(10_000)),
+            ("SessionEnd", None, Some(5_000)),
         ],
         // Codex has no PostToolUseFailure and no PostToolBatch.
         Dialect::Codex => &[
@@ -79,8 +87,22 @@ fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
 
 /// Adds loopbrake's handler (running `command`) to every event it needs, once.
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
-    let hooks = hooks_obj(settings)?;
     let mut changes = Changes::default();
+    if dialect == Dialect::Gemini {
+        // Gemini CLI runs hooks only with its hooks system switched on.
+        let root = settings
+            .as_object_mut()
+            .ok_or("the settings file does not hold a JSON object")?;
+        let tools = root.entry("tools").or_insert_with(|| json!({}));
+        let tools = tools
+            .as_object_mut()
+            .ok_or("\"tools\" in the settings file is not an object")?;
+        if tools.get("enableHooks") != Some(&Value::Bool(true)) {
+            tools.insert("enableHooks".into(), Value::Bool(true));
+            changes.events.push("tools.enableHooks".into());
+        }
+    }
+    let hooks = hooks_obj(settings)?;
     for (event, matcher, timeout) in events(dialect) {
         let list = hooks.entry(*event).or_insert_with(|| json!([]));
         let arr = list
@@ -90,6 +112,9 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
             continue;
         }
         let mut handler = json!({"type": "command", "command": command});
+        if dialect == Dialect::Gemini {
+            handler["name"] = json!("loopbrake");
+        }
         if let Some(t) = timeout {
             handler["timeout"] = json!(t);
         }
@@ -200,5 +225,39 @@ mod tests {
                 || is_ours("/opt/loopbrake hook codex", Dialect::Codex)
         );
         assert!(!is_ours("loopbrake hook claude", Dialect::Codex));
+    }
+}
+
+#[cfg(test)]
+mod gemini_tests {
+    use super::*;
+
+    #[test]
+    fn gemini_install_enables_hooks_merges_and_is_idempotent() {
+        let mut s = json!({"theme": "dark", "tools": {"sandbox": true},
+            "hooks": {"BeforeTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "./guard.sh"}]}]}});
+        let c = install(&mut s, Dialect::Gemini, "loopbrake hook gemini").unwrap();
+        assert!(c.events.contains(&"tools.enableHooks".to_string()));
+        assert_eq!(s["tools"], json!({"sandbox": true, "enableHooks": true}));
+        assert_eq!(s["theme"], "dark");
+        let before = &s["hooks"]["BeforeTool"];
+        assert_eq!(
+            before.as_array().unwrap().len(),
+            2,
+            "the user's own hook stays"
+        );
+        assert_eq!(before[1]["hooks"][0]["name"], "loopbrake");
+        assert_eq!(before[1]["hooks"][0]["timeout"], 10_000, "milliseconds");
+        for e in ["AfterTool", "BeforeAgent", "AfterAgent", "SessionEnd"] {
+            assert!(s["hooks"][e].is_array(), "{e}");
+        }
+        let again = s.clone();
+        assert!(install(&mut s, Dialect::Gemini, "loopbrake hook gemini")
+            .unwrap()
+            .is_empty());
+        assert_eq!(s, again);
+        remove(&mut s, Dialect::Gemini).unwrap();
+        assert_eq!(s["hooks"]["BeforeTool"].as_array().unwrap().len(), 1);
+        assert!(s["hooks"].get("AfterTool").is_none());
     }
 }

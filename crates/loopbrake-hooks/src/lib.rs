@@ -1,6 +1,6 @@
-//! The coding-agent hook adapter: one hook event (Claude Code's or Codex's command-hook
-//! JSON on stdin) in, the host's answer out. Also [`init`]: installing the hooks into a
-//! host's settings file.
+//! The coding-agent hook adapter: one hook event (Claude Code's, Codex's or Gemini CLI's
+//! command-hook JSON on stdin) in, the host's answer out. Also [`init`]: installing the
+//! hooks into a host's settings file.
 //!
 //! Mapping (docs/decisions.md, "Hosts"):
 //! - `PreToolUse` → [`Engine::pre`]. Deny: `permissionDecision: "deny"` with the model's
@@ -12,6 +12,14 @@
 //! - `UserPromptSubmit` → a new turn: the session and its sub-agents start afresh.
 //! - `Stop`, `PostToolBatch`, `SubagentStop` → calls that never got an outcome are closed.
 //! - `SessionEnd` → the session is forgotten. `SessionStart` and others: nothing.
+//!
+//! Gemini CLI's dialect maps the same way: `BeforeTool` (deny: `{"decision": "deny",
+//! "reason"}`; an ask cannot be asked there, so it is refused fail-closed saying so;
+//! advise: `additionalContext`), `AfterTool` (`tool_response` = `{llmContent,
+//! returnDisplay, error?}`; advisories as `additionalContext`), `BeforeAgent` (a new
+//! prompt), `AfterAgent` (the turn is over), `SessionEnd`. Its payloads carry no call id:
+//! one is derived per invocation, and `AfterTool` pairs with the oldest open call of the
+//! same tool and arguments, so parallel and identical calls are still counted one by one.
 //!
 //! Session key: `session_id`, plus `#agent:<agent_id>` when a sub-agent calls.
 //! When loopbrake itself fails, the hook never blocks by accident: no output (the host's
@@ -39,14 +47,25 @@ pub enum Dialect {
     Claude,
     /// OpenAI Codex CLI.
     Codex,
+    /// Google Gemini CLI.
+    Gemini,
 }
 
 impl Dialect {
-    /// `claude` or `codex`.
+    /// `claude`, `codex` or `gemini`.
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::Claude => "claude",
             Dialect::Codex => "codex",
+            Dialect::Gemini => "gemini",
+        }
+    }
+
+    /// The event that judges a call before it runs.
+    fn pre_event(self) -> &'static str {
+        match self {
+            Dialect::Gemini => "BeforeTool",
+            _ => "PreToolUse",
         }
     }
 }
@@ -173,16 +192,23 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
     if let Ok(store) = &ctx.store {
         reply.warnings.extend(store.take_warnings());
     }
-    answer(reply, &event, result, ctx)
+    answer(dialect, reply, &event, result, ctx)
 }
 
 /// The answer to a payload that could not be read at all (larger than [`MAX_PAYLOAD`],
 /// or stdin failed): the failure policy applies, and the warning says why.
-pub fn handle_unreadable(reason: PayloadError, ctx: &Context<'_>) -> Reply {
-    answer(Reply::default(), "", Err(HookError::Payload(reason)), ctx)
+pub fn handle_unreadable(dialect: Dialect, reason: PayloadError, ctx: &Context<'_>) -> Reply {
+    answer(
+        dialect,
+        Reply::default(),
+        "",
+        Err(HookError::Payload(reason)),
+        ctx,
+    )
 }
 
 fn answer(
+    dialect: Dialect,
     mut reply: Reply,
     event: &str,
     result: Result<Option<String>, HookError<'_>>,
@@ -199,21 +225,35 @@ fn answer(
             reply.warnings.push(format!("could not handle {what}: {e}"));
             // Fail closed only where there is something to refuse, and only when asked.
             let policy = loopbrake_session::unjudged(&e.to_string(), ctx.fail_closed);
-            if policy.refuse && (event == "PreToolUse" || event.is_empty()) {
-                reply.stdout = Some(pre_output("deny", &policy.refusal));
+            if policy.refuse && (event == dialect.pre_event() || event.is_empty()) {
+                reply.stdout = Some(pre_output(dialect, "deny", &policy.refusal));
             }
         }
     }
     reply
 }
 
-fn pre_output(decision: &str, reason: &str) -> String {
-    json!({"hookSpecificOutput": {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": decision,
-        "permissionDecisionReason": clip(reason),
-    }})
-    .to_string()
+/// What Gemini CLI's model reads when a call needed the operator's approval: its hooks
+/// cannot ask, so the call is refused (fail-closed), saying why.
+pub const GEMINI_CANNOT_ASK: &str = "This call needs the operator's approval, and Gemini CLI hooks cannot ask for it, so it was refused. The operator can raise the limit in loopbrake.toml, or answer in a new message.\n\n";
+
+fn pre_output(dialect: Dialect, decision: &str, reason: &str) -> String {
+    match dialect {
+        Dialect::Gemini => {
+            let reason = if decision == "ask" {
+                format!("{GEMINI_CANNOT_ASK}{reason}")
+            } else {
+                reason.to_string()
+            };
+            json!({"decision": "deny", "reason": clip(&reason)}).to_string()
+        }
+        _ => json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": clip(reason),
+        }})
+        .to_string(),
+    }
 }
 
 fn context_output(event: &str, text: &str) -> String {
@@ -276,8 +316,27 @@ fn dispatch(
     store: &dyn Store,
 ) -> Result<Option<String>, HookError<'static>> {
     let sessions = Sessions::new(engine, store);
+    if dialect == Dialect::Gemini {
+        return match event {
+            "BeforeTool" => pre_tool_use(dialect, p, &sessions),
+            "AfterTool" => post_tool_use(dialect, event, p, &sessions),
+            "BeforeAgent" => {
+                sessions.user_message(&session_key(p)?)?;
+                Ok(None)
+            }
+            "AfterAgent" => {
+                sessions.close_open_calls(&session_key(p)?, true)?;
+                Ok(None)
+            }
+            "SessionEnd" => {
+                sessions.end(&session_key(p)?)?;
+                Ok(None)
+            }
+            _ => Ok(None),
+        };
+    }
     match event {
-        "PreToolUse" => pre_tool_use(p, &sessions),
+        "PreToolUse" => pre_tool_use(dialect, p, &sessions),
         "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, &sessions),
         "UserPromptSubmit" => {
             sessions.user_message(&session_key(p)?)?;
@@ -296,6 +355,7 @@ fn dispatch(
 }
 
 fn pre_tool_use<S: Store + ?Sized>(
+    dialect: Dialect,
     p: &Value,
     sessions: &Sessions<'_, S>,
 ) -> Result<Option<String>, HookError<'static>> {
@@ -315,10 +375,18 @@ fn pre_tool_use<S: Store + ?Sized>(
         Verdict::Allow => None,
         Verdict::Advise => {
             let text: Vec<&str> = d.advisories.iter().map(|a| a.text.as_str()).collect();
-            Some(context_output("PreToolUse", &text.join("\n\n")))
+            Some(context_output(dialect.pre_event(), &text.join("\n\n")))
         }
-        Verdict::Ask => Some(pre_output("ask", d.message.as_deref().unwrap_or_default())),
-        Verdict::Deny => Some(pre_output("deny", d.message.as_deref().unwrap_or_default())),
+        Verdict::Ask => Some(pre_output(
+            dialect,
+            "ask",
+            d.message.as_deref().unwrap_or_default(),
+        )),
+        Verdict::Deny => Some(pre_output(
+            dialect,
+            "deny",
+            d.message.as_deref().unwrap_or_default(),
+        )),
     })
 }
 
@@ -351,8 +419,46 @@ fn response_text(v: &Value) -> String {
     }
 }
 
+/// Gemini CLI's `tool_response`: `{llmContent, returnDisplay, error?}`. The shell tool
+/// reports its exit code in the text (`Exit Code: 1`).
+fn gemini_outcome(p: &Value) -> Outcome {
+    let mut o = Outcome::default();
+    let resp = p.get("tool_response").unwrap_or(&Value::Null);
+    let error = resp.get("error").filter(|e| !e.is_null());
+    let text = match resp.get("llmContent") {
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|x| x.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(v) => response_text(v),
+        None => response_text(resp),
+    };
+    if let Some(e) = error {
+        o.is_error = Some(true);
+        let message = e
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| response_text(e));
+        o.error_code = e.get("type").and_then(Value::as_str).map(str::to_string);
+        o.text = Some(if text.is_empty() { message } else { text });
+        return o;
+    }
+    o.exit_code = text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("Exit Code:")
+            .and_then(|n| n.trim().parse().ok())
+    });
+    o.text = Some(text);
+    o
+}
+
 /// The outcome a post event reports.
 pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
+    if dialect == Dialect::Gemini {
+        return gemini_outcome(p);
+    }
     let mut o = Outcome::default();
     if event == "PostToolUseFailure" {
         let err = p.get("error").map(response_text).unwrap_or_default();

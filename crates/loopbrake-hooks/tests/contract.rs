@@ -271,7 +271,19 @@ fn user_prompt_resets_the_session_and_its_sub_agents_and_session_end_forgets() {
     let prompt = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "UserPromptSubmit", "prompt": "run the commands"});
     run(Dialect::Claude, &e, &store, &prompt);
     for s in store.list().unwrap() {
-        assert_eq!(s.state, Default::default(), "{} was reset", s.key);
+        // Both engines start afresh; the operator's timeline of past decisions stays.
+        let fresh = loopbrake_core::SessionState::default();
+        assert_eq!(
+            (
+                &s.state.streak,
+                &s.state.breaker,
+                s.state.open_calls(),
+                s.state.stopped()
+            ),
+            (&fresh.streak, &fresh.breaker, 0, 0),
+            "{} was reset",
+            s.key
+        );
     }
     let end = json!({"session_id": "c45be149-797d-4c0a-83c6-88c28af53022", "hook_event_name": "SessionEnd", "reason": "other"});
     run(Dialect::Claude, &e, &store, &end);
@@ -558,4 +570,130 @@ fn a_shell_fetch_is_sent_to_the_hosts_fetch_tool_on_the_first_call() {
         "tool_input": {"command": "wget -qO- https://example.com/page"}, "tool_use_id": "call_F1"});
     let out = run(Dialect::Codex, &e, &store, &codex).unwrap();
     assert!(out.contains("SHELL_HTTP_BLOCKED"), "{out}");
+}
+
+/// A Gemini CLI payload (hooks reference): no call id; `timestamp` in ISO 8601.
+fn gemini(event: &str, extra: Value) -> Value {
+    let mut v = json!({"session_id": "gem-1", "transcript_path": "/tmp/g.json", "cwd": "/home/me/p",
+        "hook_event_name": event, "timestamp": "2026-11-30T06:00:00.000Z"});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+#[test]
+fn gemini_the_third_identical_shell_call_is_denied_in_its_dialect() {
+    let e = engine("");
+    let store = MemoryStore::new();
+    let pre = gemini(
+        "BeforeTool",
+        json!({"tool_name": "run_shell_command", "tool_input": {"command": "ls /nope"}}),
+    );
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+    let out: Value =
+        serde_json::from_str(&run(Dialect::Gemini, &e, &store, &pre).unwrap()).unwrap();
+    assert_eq!(out["decision"], "deny");
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("loop brake: tool \"run_shell_command\" called 3 times"),
+        "{out}"
+    );
+    assert!(out.get("hookSpecificOutput").is_none());
+    // A new prompt starts afresh.
+    assert_eq!(
+        run(
+            Dialect::Gemini,
+            &e,
+            &store,
+            &gemini("BeforeAgent", json!({"prompt": "go on"}))
+        ),
+        None
+    );
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+}
+
+#[test]
+fn gemini_calls_without_ids_pair_with_their_results_one_by_one() {
+    let e = engine("[breaker]\nfail_warn_at = 2\n");
+    let store = MemoryStore::new();
+    let pre = gemini(
+        "BeforeTool",
+        json!({"tool_name": "run_shell_command", "tool_input": {"command": "pytest -x"}}),
+    );
+    // Two identical calls in flight at once (parallel function calls), then both results.
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+    let failed = gemini(
+        "AfterTool",
+        json!({"tool_name": "run_shell_command", "tool_input": {"command": "pytest -x"},
+        "tool_response": {"llmContent": "Command: pytest -x\nOutput: 1 failed\nExit Code: 1", "returnDisplay": "1 failed"}}),
+    );
+    assert_eq!(run(Dialect::Gemini, &e, &store, &failed), None);
+    let out: Value =
+        serde_json::from_str(&run(Dialect::Gemini, &e, &store, &failed).unwrap()).unwrap();
+    assert_eq!(out["hookSpecificOutput"]["hookEventName"], "AfterTool");
+    assert!(
+        out["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("has failed 2 times in a row"),
+        "{out}"
+    );
+    // Both results were paired: nothing is left open, so the next identical call is the
+    // third in a row and is refused.
+    let st = store.get("gem-1").unwrap().unwrap();
+    assert_eq!(st.open_calls(), 0);
+    assert!(run(Dialect::Gemini, &e, &store, &pre)
+        .unwrap()
+        .contains("\"decision\":\"deny\""));
+}
+
+#[test]
+fn gemini_outcomes_read_errors_and_exit_codes() {
+    let err = gemini(
+        "AfterTool",
+        json!({"tool_name": "read_file", "tool_input": {"path": "x"},
+        "tool_response": {"llmContent": "", "returnDisplay": "", "error": {"message": "File not found: x", "type": "FILE_NOT_FOUND"}}}),
+    );
+    let o = outcome_of(Dialect::Gemini, "AfterTool", &err);
+    assert_eq!(
+        (o.is_error, o.error_code.as_deref(), o.text.as_deref()),
+        (
+            Some(true),
+            Some("FILE_NOT_FOUND"),
+            Some("File not found: x")
+        )
+    );
+    let ok = gemini(
+        "AfterTool",
+        json!({"tool_name": "run_shell_command", "tool_input": {"command": "true"},
+        "tool_response": {"llmContent": [{"text": "Command: true\nExit Code: 0"}], "returnDisplay": ""}}),
+    );
+    let o = outcome_of(Dialect::Gemini, "AfterTool", &ok);
+    assert_eq!((o.exit_code, o.is_error), (Some(0), None));
+}
+
+#[test]
+fn gemini_an_ask_is_refused_saying_the_host_cannot_ask() {
+    let e = engine("[streak]\nenabled = false\n[breaker]\nlimits = { exact = 2, cmd = 2 }\nwarn_at = 0\nsummarize_at = 0\n");
+    let store = MemoryStore::new();
+    let pre = gemini(
+        "BeforeTool",
+        json!({"tool_name": "web_fetch", "tool_input": {"prompt": "Summarize https://example.com/a"}}),
+    );
+    assert_eq!(run(Dialect::Gemini, &e, &store, &pre), None);
+    let out: Value =
+        serde_json::from_str(&run(Dialect::Gemini, &e, &store, &pre).unwrap()).unwrap();
+    assert_eq!(out["decision"], "deny");
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with(loopbrake_hooks::GEMINI_CANNOT_ASK),
+        "{out}"
+    );
 }

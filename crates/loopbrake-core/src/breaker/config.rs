@@ -83,7 +83,7 @@ impl Default for ToolClasses {
             url: Vec::new(),
             url_re: LazyPattern::default(),
             url_pattern,
-            url_args: strings(&["url", "href", "uri"]),
+            url_args: strings(&["url", "href", "uri", "prompt"]),
             mutating: DEFAULT_MUTATING
                 .iter()
                 .map(|s| MutatingTool::parse(s).expect("valid default"))

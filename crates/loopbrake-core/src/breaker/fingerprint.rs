@@ -212,7 +212,16 @@ pub fn fingerprints(
         set.relaxed = relax;
     } else if cfg.tools().is_url_tool(tool) {
         set.class = "url";
-        if let Some(u) = url_arg(cfg, args).and_then(|raw| norm_url(raw, &cfg.host_aliases)) {
+        // The argument is a URL, or text holding one (Gemini CLI's `web_fetch` takes a
+        // `prompt` that names the URLs): the first URL in it.
+        let url = url_arg(cfg, args).and_then(|raw| {
+            norm_url(raw, &cfg.host_aliases).or_else(|| {
+                extract_urls(raw)
+                    .first()
+                    .and_then(|u| norm_url(u, &cfg.host_aliases))
+            })
+        });
+        if let Some(u) = url {
             let local = is_local_host(&u.host);
             let relax = local && cfg.local_hosts == LocalHosts::Allow;
             if !relax {
@@ -303,5 +312,21 @@ mod tests {
             json!({"command": ["bash", "-lc", "curl https://a.com/x"]}),
         );
         assert!(fps.contains(&"net:a.com/x".to_string()), "{fps:?}");
+    }
+
+    #[test]
+    fn a_url_tool_whose_argument_is_text_counts_by_its_first_url() {
+        let fps = texts(
+            "web_fetch",
+            json!({"prompt": "Summarize https://docs.example.com/guide?utm_source=x and https://b.example.org"}),
+        );
+        assert!(
+            fps.contains(&"net:docs.example.com/guide".to_string()),
+            "{fps:?}"
+        );
+        assert!(
+            fps.contains(&"host:docs.example.com".to_string()),
+            "{fps:?}"
+        );
     }
 }

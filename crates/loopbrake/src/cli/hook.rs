@@ -69,7 +69,7 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         fail_closed: store_settings.fail_closed,
     };
     let reply = match early {
-        Some(reason) => handle_unreadable(reason, &ctx),
+        Some(reason) => handle_unreadable(dialect, reason, &ctx),
         None => handle(dialect, &input, &ctx),
     };
     let mut stdout_text = reply.stdout.clone();
@@ -242,6 +242,11 @@ fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
         (Dialect::Claude, Scope::Project) => PathBuf::from(".claude/settings.json"),
         (Dialect::Claude, Scope::Local) => PathBuf::from(".claude/settings.local.json"),
         (Dialect::Codex, Scope::Project) => PathBuf::from(".codex/hooks.json"),
+        (Dialect::Gemini, Scope::Project) => PathBuf::from(".gemini/settings.json"),
+        (Dialect::Gemini, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Gemini CLI has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Gemini, Scope::User) => home()?.join(".gemini/settings.json"),
         (Dialect::Codex, Scope::Local) => {
             return Err("--local is for Claude Code (settings.local.json); Codex has no personal project file: use --project or the default user settings".into())
         }

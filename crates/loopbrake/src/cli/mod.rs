@@ -85,7 +85,8 @@ enum Command {
         #[arg(value_enum)]
         dialect: HookDialect,
     },
-    /// Install loopbrake's hooks into Claude Code's or Codex's settings (or remove them).
+    /// Install loopbrake's hooks into Claude Code's, Codex's or Gemini CLI's settings (or
+    /// remove them).
     /// Refuses to install while the configuration is invalid.
     Init {
         /// The host.
@@ -165,6 +166,8 @@ pub enum HookDialect {
     Claude,
     /// OpenAI Codex CLI.
     Codex,
+    /// Google Gemini CLI.
+    Gemini,
 }
 
 impl From<HookDialect> for loopbrake_hooks::Dialect {
@@ -172,6 +175,7 @@ impl From<HookDialect> for loopbrake_hooks::Dialect {
         match d {
             HookDialect::Claude => loopbrake_hooks::Dialect::Claude,
             HookDialect::Codex => loopbrake_hooks::Dialect::Codex,
+            HookDialect::Gemini => loopbrake_hooks::Dialect::Gemini,
         }
     }
 }
