@@ -89,17 +89,18 @@ fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
     let mut changes = Changes::default();
     if dialect == Dialect::Gemini {
-        // Gemini CLI runs hooks only with its hooks system switched on.
+        // Gemini CLI runs hooks only with its hooks system switched on (`hooksConfig.enabled`,
+        // on by default, but a user may have switched it off).
         let root = settings
             .as_object_mut()
             .ok_or("the settings file does not hold a JSON object")?;
-        let tools = root.entry("tools").or_insert_with(|| json!({}));
-        let tools = tools
+        let cfg = root.entry("hooksConfig").or_insert_with(|| json!({}));
+        let cfg = cfg
             .as_object_mut()
-            .ok_or("\"tools\" in the settings file is not an object")?;
-        if tools.get("enableHooks") != Some(&Value::Bool(true)) {
-            tools.insert("enableHooks".into(), Value::Bool(true));
-            changes.events.push("tools.enableHooks".into());
+            .ok_or("\"hooksConfig\" in the settings file is not an object")?;
+        if cfg.get("enabled") != Some(&Value::Bool(true)) {
+            cfg.insert("enabled".into(), Value::Bool(true));
+            changes.events.push("hooksConfig.enabled".into());
         }
     }
     let hooks = hooks_obj(settings)?;
@@ -234,11 +235,14 @@ mod gemini_tests {
 
     #[test]
     fn gemini_install_enables_hooks_merges_and_is_idempotent() {
-        let mut s = json!({"theme": "dark", "tools": {"sandbox": true},
+        let mut s = json!({"theme": "dark", "hooksConfig": {"enabled": false, "notifications": true},
             "hooks": {"BeforeTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "./guard.sh"}]}]}});
         let c = install(&mut s, Dialect::Gemini, "loopbrake hook gemini").unwrap();
-        assert!(c.events.contains(&"tools.enableHooks".to_string()));
-        assert_eq!(s["tools"], json!({"sandbox": true, "enableHooks": true}));
+        assert!(c.events.contains(&"hooksConfig.enabled".to_string()));
+        assert_eq!(
+            s["hooksConfig"],
+            json!({"enabled": true, "notifications": true})
+        );
         assert_eq!(s["theme"], "dark");
         let before = &s["hooks"]["BeforeTool"];
         assert_eq!(

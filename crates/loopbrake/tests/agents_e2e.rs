@@ -316,3 +316,99 @@ fn codex_repeating_a_failing_command_is_advised_then_stopped() {
         last[5]
     );
 }
+
+fn gemini_bin() -> PathBuf {
+    let p = node_modules().join("@google/gemini-cli/bundle/gemini.js");
+    assert!(
+        p.exists(),
+        "{} is missing: run ./scripts/test (it installs @google/gemini-cli@0.61.0)",
+        p.display()
+    );
+    p
+}
+
+/// A home for Gemini CLI with an API-key login and no folder-trust prompt (both are what
+/// a user has after the first interactive run), then `loopbrake init gemini` on top.
+fn setup_gemini(dir: &Path, toml: &str) -> PathBuf {
+    std::fs::write(dir.join("loopbrake.toml"), toml).unwrap();
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}}}"#,
+    )
+    .unwrap();
+    let out = loopbrake(dir)
+        .args(["init", "gemini"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"], "gemini-api-key",
+        "kept"
+    );
+    assert_eq!(settings["hooksConfig"]["enabled"], true);
+    home
+}
+
+fn run_gemini(dir: &Path, home: &Path, mock: &Mock) -> std::process::Output {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut c = Command::new("node");
+    c.arg(gemini_bin())
+        .current_dir(&work)
+        .env("HOME", home)
+        .env(
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("http://127.0.0.1:{}", mock.port),
+        )
+        .env("GEMINI_API_KEY", "dummy")
+        .env("LOOPBRAKE_STATE", dir.join("state/state.db"))
+        .env("LOOPBRAKE_CONFIG", dir.join("loopbrake.toml"))
+        .args(["-p", "run the command", "--yolo", "-o", "json"]);
+    output_with_deadline(c, 240)
+}
+
+/// What the model was told for each of its function calls, in its last request.
+fn gemini_results(reqs: &[Value]) -> Vec<String> {
+    let last = reqs
+        .iter()
+        .rev()
+        .find(|b| b["tools"].is_array())
+        .expect("a request with tools");
+    last["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter_map(|p| p.get("functionResponse"))
+        .map(|r| r["response"].to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn gemini_cli_repeating_one_shell_call_is_stopped_at_the_third() {
+    let dir = tmpdir("agents", "gemini-repeat");
+    let home = setup_gemini(&dir, "");
+    let mock = start_mock(&dir, "echo loopbrake-gemini", 5);
+    let out = run_gemini(&dir, &home, &mock);
+    assert_success(&out);
+    let results = gemini_results(&requests(&mock));
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert!(results[0].contains("loopbrake-gemini") && results[1].contains("loopbrake-gemini"));
+    assert!(
+        results[2].contains("loop brake: tool \\\"run_shell_command\\\" called 3 times in a row"),
+        "the model read loopbrake's refusal: {}",
+        results[2]
+    );
+    assert!(
+        !results[2].contains("Output: loopbrake-gemini"),
+        "the third call did not run"
+    );
+}

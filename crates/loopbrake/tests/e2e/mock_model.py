@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A scripted stand-in model on 127.0.0.1 for end-to-end tests of real agent CLIs.
 
-Serves the Anthropic Messages API (POST /v1/messages, for Claude Code) and the OpenAI
-Responses API (POST /v1/responses, for Codex), streaming (SSE). The "model" is a loop:
+Serves the Anthropic Messages API (POST /v1/messages, for Claude Code), the OpenAI
+Responses API (POST /v1/responses, for Codex) and the Gemini API (POST
+/v1beta/models/<m>:streamGenerateContent?alt=sse, for Gemini CLI), streaming (SSE). The "model" is a loop:
 every turn it asks for the same shell command again, until either it has made MAX_CALLS
 calls or the last tool result carries loopbrake's denial, then it ends the turn.
 GET /missing answers 404 (a failing endpoint for curl). Every request body is appended to
@@ -79,6 +80,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.anthropic(body)
         if self.path.startswith("/v1/responses"):
             return self.openai(body)
+        if ":countTokens" in self.path:
+            return self.json_reply({"totalTokens": 10})
+        if ":streamGenerateContent" in self.path or ":generateContent" in self.path:
+            return self.gemini(body, ":streamGenerateContent" in self.path)
         self.json_reply({})
 
     def json_reply(self, obj):
@@ -158,6 +163,41 @@ class Handler(BaseHTTPRequestHandler):
             "output_tokens_details": None, "total_tokens": 15}}})
         self.close_connection = True
 
+
+# --- Gemini API -------------------------------------------------------------------------
+def gemini_results(body):
+    out = []
+    for c in body.get("contents", []):
+        for p in c.get("parts", []) or []:
+            if "functionResponse" in p:
+                out.append(p["functionResponse"])
+    return out
+
+
+def gemini_reply(self, body, stream):
+    decls = [d.get("name") for t in body.get("tools", []) or [] for d in t.get("functionDeclarations", []) or []]
+    results = gemini_results(body)
+    last = json.dumps(results[-1]) if results else ""
+    shell = "run_shell_command" if "run_shell_command" in decls else None
+    done = shell is None or len(results) >= MAX_CALLS or any(m in last for m in DENIAL_MARKERS)
+    n = len(results) + 1
+    if shell is None and body.get("generationConfig", {}).get("responseMimeType") == "application/json":
+        parts = [{"text": json.dumps({"reasoning": "the model is done", "next_speaker": "user"})}]
+    elif done:
+        parts = [{"text": "done"}]
+    else:
+        parts = [{"functionCall": {"name": shell, "args": {"command": command(n), "description": "run it"}}}]
+    chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+             "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+             "modelVersion": "gemini-2.5-pro"}
+    if not stream:
+        return self.json_reply(chunk)
+    self.sse_start()
+    self.ev(None, chunk)
+    self.close_connection = True
+
+
+Handler.gemini = gemini_reply
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 PORT = server.server_address[1]
