@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod http;
+pub mod listen;
 pub mod messages;
 
 use loopbrake_core::{Call, Engine, Outcome, Verdict};

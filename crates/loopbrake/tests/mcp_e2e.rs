@@ -444,3 +444,158 @@ fn with_no_server_the_proxy_is_a_fetch_tool_server() {
     assert_eq!(v["serverInfo"]["name"], "loopbrake/web-fetch-file");
     check_fetch_scenario(&v, &workdir("fetch-only"));
 }
+
+struct Listening {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn listen(name: &str, extra: &[&str]) -> Listening {
+    use std::io::BufRead;
+    let dir = tmpdir("mcp", name);
+    let cfg = dir.join("loopbrake.toml");
+    std::fs::write(&cfg, "").unwrap();
+    let server = node_modules().join("@modelcontextprotocol/server-everything/dist/index.js");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["mcp", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .arg("--")
+        .arg("node")
+        .arg(server)
+        .env_remove("LOOPBRAKE_MCP_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    // Keep draining stderr so the server's logs never block it.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while err.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    Listening { child, url }
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn two_http_clients_on_one_proxy_each_get_their_own_session() {
+    let l = listen("http-two", &["--token", "t0ken-for-test"]);
+    let mut c = Command::new("node");
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp_http_client.js"))
+        .arg(node_modules())
+        .arg(&l.url)
+        .arg("t0ken-for-test");
+    let out = output_with_deadline(c, 120);
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_ne!(v["sessions"][0], v["sessions"][1], "{v}");
+    assert!(v["tools"].as_array().unwrap().iter().any(|t| t == "echo"));
+    for who in ["a", "b"] {
+        let calls = v[who].as_array().unwrap();
+        assert_eq!(calls[0]["isError"], false, "{who}: {v}");
+        assert_eq!(calls[1]["isError"], false, "{who}: {v}");
+        assert_eq!(calls[2]["isError"], true, "{who}: its own third call: {v}");
+        assert!(
+            calls[2]["text"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("loop brake: tool \"echo\" called 3 times"),
+            "{v}"
+        );
+    }
+    assert!(
+        v["longRun"][0]
+            .as_str()
+            .unwrap()
+            .contains("Long running operation completed"),
+        "{v}"
+    );
+    assert_eq!(
+        v["seen"]["b"]["progress"], 3,
+        "progress reached the client that asked: {v}"
+    );
+    assert!(
+        v["seen"]["a"]["logs"].as_u64().unwrap() >= 1,
+        "logging reached its client: {v}"
+    );
+    assert_eq!(v["seen"]["b"]["logs"], 0, "and only that client: {v}");
+    assert_ne!(v["afterEnd"], "answered", "an ended session is gone: {v}");
+}
+
+#[test]
+#[ignore = "needs the MCP packages from npm: run ./scripts/test"]
+fn the_http_listener_checks_the_token_and_the_origin() {
+    let l = listen("http-auth", &["--token", "s3cret"]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let post = |headers: &[(&str, &str)]| {
+        let mut c = Command::new("curl");
+        c.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "-H",
+            "accept: application/json, text/event-stream",
+            "--data",
+            init,
+        ]);
+        for (k, v) in headers {
+            c.arg("-H").arg(format!("{k}: {v}"));
+        }
+        c.arg(&l.url);
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    assert_eq!(post(&[]), "401");
+    assert_eq!(post(&[("authorization", "Bearer wrong")]), "401");
+    assert_eq!(
+        post(&[
+            ("authorization", "Bearer s3cret"),
+            ("origin", "https://evil.example")
+        ]),
+        "403"
+    );
+    assert_eq!(
+        post(&[
+            ("authorization", "Bearer s3cret"),
+            ("origin", "http://localhost:3000")
+        ]),
+        "200"
+    );
+    assert_eq!(post(&[("authorization", "Bearer s3cret")]), "200");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .args(["mcp", "--listen", "0.0.0.0:0", "--", "true"])
+        .env_remove("LOOPBRAKE_MCP_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without a token"));
+}

@@ -4,6 +4,7 @@
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
+use loopbrake_mcp::listen::{Downstream, Listen};
 use loopbrake_mcp::{run as proxy, Options, ProxyError};
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
@@ -16,6 +17,8 @@ pub struct Server {
     pub ask_timeout: u64,
     pub url: Option<String>,
     pub fetch_tool: bool,
+    pub listen: Option<std::net::SocketAddr>,
+    pub token: Option<String>,
     pub command: Vec<String>,
 }
 
@@ -25,8 +28,19 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         ask_timeout,
         url,
         fetch_tool,
+        listen,
+        token,
         command,
     } = server;
+    let token = token.filter(|t| !t.is_empty());
+    if let Some(addr) = listen {
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(format!(
+                "refusing to serve MCP on {addr} without a token: anyone who reaches it could call the server's tools; pass --token (or set LOOPBRAKE_MCP_TOKEN), or listen on 127.0.0.1"
+            )
+            .into());
+        }
+    }
     let mut s = settings::load(config)?;
     let fetch = if fetch_tool {
         // The breaker sends shell fetches to the tool this proxy now offers.
@@ -76,6 +90,62 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         .enable_all()
         .build()?;
     let outcome = rt.block_on(async move {
+        if let Some(addr) = listen {
+            let downstream = match (url, command.is_empty()) {
+                (Some(u), _) => Downstream::Url(u),
+                (None, false) => Downstream::Command(command.to_vec()),
+                (None, true) => Downstream::None,
+            };
+            let template = opts;
+            let engine = template.engine;
+            let store = template.store;
+            let fetch = template.fetch;
+            let (ask_timeout, fail_closed) = (template.ask_timeout, template.fail_closed);
+            let watched = std::sync::Mutex::new(settings::Watcher::new(&s));
+            let current = std::sync::Mutex::new(engine);
+            let options = move |session: String| {
+                // Each new client session starts with the configuration as it is now.
+                if let Some(l) = watched
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
+                    .and_then(|w| w.changed())
+                {
+                    let mut cfg = l.engine;
+                    if fetch.is_some() {
+                        cfg.breaker.offer_fetch_tool(loopbrake_fetch::TOOL_NAME);
+                    }
+                    *current.lock().unwrap_or_else(|e| e.into_inner()) = Engine::new(cfg);
+                }
+                Options {
+                    engine: current.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    store: store.clone(),
+                    default_session: session,
+                    ask_timeout,
+                    fail_closed,
+                    http_session: None,
+                    fetch: fetch.clone(),
+                    reload: None,
+                }
+            };
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            eprintln!(
+                "loopbrake mcp: serving MCP (Streamable HTTP) at http://{}/mcp",
+                listener.local_addr()?
+            );
+            loopbrake_mcp::listen::serve(
+                Listen {
+                    options: Box::new(options),
+                    downstream,
+                    token,
+                },
+                listener,
+            )
+            .await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         if let Some(url) = url {
             return match loopbrake_mcp::run_http(opts, tokio::io::stdin(), tokio::io::stdout(), url)
                 .await

@@ -126,6 +126,19 @@ enum Command {
         /// server command or --url, serve only that tool.
         #[arg(long)]
         fetch_tool: bool,
+        /// Serve MCP's Streamable HTTP transport at http://ADDR/mcp instead of stdio: each
+        /// client session gets its own server (and loopbrake session).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// With --listen: require `Authorization: Bearer TOKEN` on every request (needed to
+        /// listen beyond loopback).
+        #[arg(
+            long,
+            env = "LOOPBRAKE_MCP_TOKEN",
+            hide_env_values = true,
+            requires = "listen"
+        )]
+        token: Option<String>,
         /// The server's command and arguments, after `--`.
         #[arg(
             last = true,
@@ -246,6 +259,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             ask_timeout,
             url,
             fetch_tool,
+            listen,
+            token,
             command,
         } => mcp::run(
             cli.config.as_deref(),
@@ -254,6 +269,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 ask_timeout,
                 url,
                 fetch_tool,
+                listen,
+                token,
                 command,
             },
         ),

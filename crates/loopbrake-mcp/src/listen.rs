@@ -1,0 +1,578 @@
+//! The proxy serving MCP's Streamable HTTP transport to its clients (`loopbrake mcp
+//! --listen ADDR`), for remote agents, IDE fleets and hosted agent platforms.
+//!
+//! One endpoint, `/mcp` (axum): `POST` carries one JSON-RPC message (a request is answered
+//! with an SSE stream that carries the server's messages about it and ends with its
+//! response; `initialize` with plain JSON and a new `Mcp-Session-Id`; notifications and
+//! responses with `202`), `GET` opens the stream of messages no request is waiting for,
+//! `DELETE` ends the session.
+//!
+//! Each client session gets its own downstream server (a fresh child process, or its own
+//! connection to an HTTP server) and its own relay ([`crate::run`]), so server-initiated
+//! messages (progress, logging, elicitation) can only reach the client they belong to.
+//! Each is its own loopbrake session (`mcp-http:<session id>`) unless `_meta` names a
+//! conversation; state lives in the configured store, so proxies behind a load balancer
+//! share counts through Redis.
+//!
+//! At the boundary: with a token every request needs `Authorization: Bearer`; listening
+//! beyond loopback without one is refused by the caller at start; an `Origin` header must
+//! name this host or a loopback one (the MCP specification's DNS-rebinding defence).
+
+use crate::{run, run_fetch_only, run_http, Options, ProxyError};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// The header that names a client session.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// Client sessions one proxy keeps at once.
+pub const MAX_SESSIONS: usize = 256;
+
+/// The downstream each client session gets.
+#[derive(Debug, Clone)]
+pub enum Downstream {
+    /// A child process per session, speaking stdio.
+    Command(Vec<String>),
+    /// A Streamable HTTP server.
+    Url(String),
+    /// No server: only the proxy's own tools (`web_fetch_file`).
+    None,
+}
+
+/// What the listener needs.
+pub struct Listen {
+    /// Builds the options of one client session's relay; its argument is the loopbrake
+    /// session key of calls whose `_meta` names no conversation.
+    pub options: Box<dyn Fn(String) -> Options + Send + Sync>,
+    /// The downstream server.
+    pub downstream: Downstream,
+    /// Every request must carry it, when set.
+    pub token: Option<String>,
+}
+
+type Waiters = HashMap<String, mpsc::UnboundedSender<String>>;
+
+/// One client session: the relay's input, and where its output goes.
+struct Session {
+    /// The relay's input; `None` once the session ended (the relay then stops).
+    to_relay: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Request id → the stream waiting for its response.
+    waiters: Mutex<Waiters>,
+    /// Progress token → the request id it belongs to.
+    progress: Mutex<HashMap<String, String>>,
+    /// The `GET` stream, for messages no request waits for.
+    general: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Messages for the `GET` stream that arrived before it was opened (bounded).
+    backlog: Mutex<Vec<String>>,
+}
+
+struct Shared {
+    listen: Listen,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// The routes (`/mcp`).
+pub fn router(listen: Listen) -> Router {
+    let shared = Arc::new(Shared {
+        listen,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/mcp", post(on_post).get(on_get).delete(on_delete))
+        .with_state(shared)
+}
+
+/// Serves until the listener fails.
+pub async fn serve(listen: Listen, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    axum::serve(listener, router(listen)).await
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn error(status: StatusCode, code: i64, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+/// A fresh, unguessable session id (128 bits from the OS).
+fn new_session_id() -> String {
+    let mut buf = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
+        .is_ok();
+    if !ok {
+        // No /dev/urandom: the clock and a per-process random hasher, still unique.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        buf[..8].copy_from_slice(&h.finish().to_le_bytes());
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn loopback_origin(origin: &str) -> bool {
+    let Ok(u) = url::Url::parse(origin) else {
+        return false;
+    };
+    matches!(
+        u.host_str(),
+        Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
+    )
+}
+
+/// Token and Origin checks; `None` when the request may proceed.
+fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    if let Some(expected) = &shared.listen.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = given.is_some_and(|g| {
+            g.len() == expected.len()
+                && g.bytes()
+                    .zip(expected.bytes())
+                    .fold(0u8, |a, (x, y)| a | (x ^ y))
+                    == 0
+        });
+        if !ok {
+            return Some(error(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                "a token is required: Authorization: Bearer TOKEN",
+            ));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let own = [format!("http://{host}"), format!("https://{host}")];
+        if !loopback_origin(origin) && !own.iter().any(|o| o == origin) {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                -32001,
+                "the request's Origin is not allowed",
+            ));
+        }
+    }
+    None
+}
+
+/// Why a request names no live session: its status, JSON-RPC code and message.
+type NoSession = (StatusCode, i64, &'static str);
+
+fn session_of(shared: &Shared, headers: &HeaderMap) -> Result<Arc<Session>, NoSession> {
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            -32000,
+            "missing Mcp-Session-Id (initialize first)",
+        ));
+    };
+    shared
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(id)
+        .cloned()
+        .ok_or((
+            StatusCode::NOT_FOUND,
+            -32001,
+            "unknown or ended session: initialize again",
+        ))
+}
+
+impl Session {
+    fn send(&self, line: String) {
+        if let Some(tx) = self
+            .to_relay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            let _ = tx.send(line);
+        }
+    }
+
+    /// Ends the session: the relay sees its client close, stops, and its downstream
+    /// process is killed; open streams end.
+    fn close(&self) {
+        self.to_relay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.general
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    /// Routes one message the relay wrote: a response to its waiting request; progress to
+    /// the request it belongs to; anything else to the `GET` stream, else to the newest
+    /// request still waiting.
+    fn route(&self, line: String) {
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            return;
+        };
+        let is_response = msg.get("method").is_none();
+        if is_response {
+            if let Some(id) = msg.get("id") {
+                let key = id_key(id);
+                let waiter = self
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                if let Some(tx) = waiter {
+                    let _ = tx.send(line);
+                    self.progress
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|_, v| *v != key);
+                }
+                return;
+            }
+        }
+        if let Some(token) = msg.pointer("/params/progressToken") {
+            let owner = self
+                .progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id_key(token))
+                .cloned();
+            if let Some(tx) = owner.and_then(|k| {
+                self.waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&k)
+                    .cloned()
+            }) {
+                let _ = tx.send(line);
+                return;
+            }
+        }
+        let general = self
+            .general
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(tx) = general {
+            if tx.send(line.clone()).is_ok() {
+                return;
+            }
+        }
+        let any = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .next()
+            .cloned();
+        match any {
+            Some(tx) => {
+                let _ = tx.send(line);
+            }
+            None => {
+                let mut b = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
+                if b.len() < 1024 {
+                    b.push(line);
+                }
+            }
+        }
+    }
+}
+
+/// Starts a client session: its downstream and relay, and the task routing its output.
+fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
+    let (to_relay, mut relay_rx) = mpsc::unbounded_channel::<String>();
+    let (client_side, relay_side) = tokio::io::duplex(1 << 20);
+    let (relay_in, relay_out) = tokio::io::split(relay_side);
+    let (client_read, mut client_write) = tokio::io::split(client_side);
+    let session = Arc::new(Session {
+        to_relay: Mutex::new(Some(to_relay)),
+        waiters: Mutex::new(HashMap::new()),
+        progress: Mutex::new(HashMap::new()),
+        general: Mutex::new(None),
+        backlog: Mutex::new(Vec::new()),
+    });
+    // HTTP → relay.
+    tokio::spawn(async move {
+        while let Some(line) = relay_rx.recv().await {
+            if client_write.write_all(line.as_bytes()).await.is_err()
+                || client_write.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+        }
+        // The session ended: the relay sees its client close.
+        let _ = client_write.shutdown().await;
+    });
+    // Relay → the streams.
+    {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(client_read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                session.route(line);
+            }
+            // The relay stopped (its server failed): end every stream.
+            session
+                .waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            *session.general.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        });
+    }
+    // The relay itself, with its downstream.
+    let opts = (shared.listen.options)(format!("mcp-http:{id}"));
+    let downstream = shared.listen.downstream.clone();
+    tokio::spawn(async move {
+        let result: Result<(), ProxyError> = match downstream {
+            Downstream::Command(cmd) => {
+                let Some((program, args)) = cmd.split_first() else {
+                    return;
+                };
+                let child = tokio::process::Command::new(program)
+                    .args(args)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::inherit())
+                    .kill_on_drop(true)
+                    .spawn();
+                let mut child = match child {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("loopbrake mcp: cannot start the MCP server {program:?}: {e}");
+                        return;
+                    }
+                };
+                let (Some(server_in), Some(server_out)) = (child.stdout.take(), child.stdin.take())
+                else {
+                    return;
+                };
+                let r = run(opts, relay_in, relay_out, server_in, server_out).await;
+                if tokio::time::timeout(Duration::from_secs(5), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.kill().await;
+                }
+                r
+            }
+            Downstream::Url(url) => run_http(opts, relay_in, relay_out, url).await,
+            Downstream::None => run_fetch_only(opts, relay_in, relay_out).await,
+        };
+        if let Err(e) = result {
+            eprintln!("loopbrake mcp: a client session ended: {e}");
+        }
+    });
+    session
+}
+
+fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, until_response: bool) -> Response {
+    let stream = async_stream(
+        move |tx: mpsc::UnboundedSender<Result<Event, Infallible>>| async move {
+            while let Some(line) = rx.recv().await {
+                let done = until_response
+                    && serde_json::from_str::<Value>(&line)
+                        .map(|v| v.get("method").is_none() && v.get("id").is_some())
+                        .unwrap_or(false);
+                if tx
+                    .send(Ok(Event::default().event("message").data(line)))
+                    .is_err()
+                {
+                    return;
+                }
+                if done {
+                    return;
+                }
+            }
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// A stream fed by a task (no extra dependency for generators).
+fn async_stream<F, Fut>(
+    f: F,
+) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static
+where
+    F: FnOnce(mpsc::UnboundedSender<Result<Event, Infallible>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(f(tx));
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+}
+
+async fn on_post(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(r) = refuse(&shared, &headers) {
+        return r;
+    }
+    let msg: Value =
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => return error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "one JSON-RPC message per request (batches are not part of MCP since 2025-06-18)",
+            ),
+            Err(e) => return error(StatusCode::BAD_REQUEST, -32700, &format!("not JSON: {e}")),
+        };
+    let method = msg.get("method").and_then(Value::as_str);
+    let id = msg.get("id").cloned();
+    if method == Some("initialize") && headers.get(SESSION_HEADER).is_none() {
+        let Some(id) = id else {
+            return error(StatusCode::BAD_REQUEST, -32600, "initialize needs an id");
+        };
+        let sid = new_session_id();
+        let session = {
+            let n = shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len();
+            if n >= MAX_SESSIONS {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    -32000,
+                    "too many client sessions on this proxy",
+                );
+            }
+            let s = start_session(&shared, &sid);
+            shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(sid.clone(), s.clone());
+            s
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        session
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id_key(&id), tx);
+        session.send(msg.to_string());
+        let answer = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+        return match answer {
+            Ok(Some(line)) => {
+                let mut resp = ([(header::CONTENT_TYPE, "application/json")], line).into_response();
+                if let Ok(v) = HeaderValue::from_str(&sid) {
+                    resp.headers_mut().insert(SESSION_HEADER, v);
+                }
+                resp
+            }
+            _ => {
+                end_session(&shared, &sid);
+                error(
+                    StatusCode::BAD_GATEWAY,
+                    -32603,
+                    "the MCP server did not answer initialize",
+                )
+            }
+        };
+    }
+    let session = match session_of(&shared, &headers) {
+        Ok(s) => s,
+        Err((status, code, why)) => return error(status, code, why),
+    };
+    match (method, id) {
+        (Some(_), Some(id)) => {
+            let key = id_key(&id);
+            let (tx, rx) = mpsc::unbounded_channel();
+            session
+                .waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), tx);
+            if let Some(token) = msg.pointer("/params/_meta/progressToken") {
+                session
+                    .progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id_key(token), key);
+            }
+            session.send(msg.to_string());
+            sse_of(rx, true)
+        }
+        _ => {
+            // A notification, or the client's answer to a server request.
+            session.send(msg.to_string());
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+async fn on_get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Some(r) = refuse(&shared, &headers) {
+        return r;
+    }
+    let session = match session_of(&shared, &headers) {
+        Ok(s) => s,
+        Err((status, code, why)) => return error(status, code, why),
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    for line in session
+        .backlog
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+    {
+        let _ = tx.send(line);
+    }
+    *session.general.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    sse_of(rx, false)
+}
+
+fn end_session(shared: &Shared, id: &str) -> bool {
+    let session = shared
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(id);
+    session.map(|s| s.close()).is_some()
+}
+
+async fn on_delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Some(r) = refuse(&shared, &headers) {
+        return r;
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return error(StatusCode::BAD_REQUEST, -32000, "missing Mcp-Session-Id");
+    };
+    if end_session(&shared, id) {
+        StatusCode::OK.into_response()
+    } else {
+        error(StatusCode::NOT_FOUND, -32001, "unknown or ended session")
+    }
+}
