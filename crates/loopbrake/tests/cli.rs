@@ -5,7 +5,6 @@ use support::*;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -223,10 +222,6 @@ fn the_html_report_is_self_contained() {
 /// The page renders in a real browser: headless Chromium takes a screenshot of it.
 #[test]
 fn the_html_report_renders_in_headless_chromium() {
-    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("chromium must be installed (scripts/test installs Debian's chromium)");
     let dir = tmpdir("cli", "chromium");
     let page = dir.join("report.html");
     let status = bin()
@@ -237,24 +232,12 @@ fn the_html_report_renders_in_headless_chromium() {
         .unwrap();
     assert!(status.success());
     let shot = dir.join("shot.png");
-    let profile = dir.join("profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1200,900",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
+    let url = format!("file://{}", page.display());
+    let out = headless(
+        &dir,
+        "profile",
+        &[format!("--screenshot={}", shot.display()), url.clone()],
+    );
     assert_success(&out);
     let png = std::fs::read(&shot).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
@@ -264,21 +247,7 @@ fn the_html_report_renders_in_headless_chromium() {
         png.len()
     );
     // The DOM as the browser built it holds the drawn marks.
-    let dom = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--dump-dom",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            dir.join("profile2").display()
-        ))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
+    let dom = headless(&dir, "profile2", &["--dump-dom".into(), url]);
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert_eq!(
         dom.matches("class=\"mark ").count(),

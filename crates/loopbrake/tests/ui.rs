@@ -110,6 +110,10 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
+async fn get_text(c: &reqwest::Client, url: impl reqwest::IntoUrl) -> String {
+    c.get(url).send().await.unwrap().text().await.unwrap()
+}
+
 async fn get_json(c: &reqwest::Client, url: &str) -> (u16, Value) {
     let r = c.get(url).send().await.unwrap();
     let status = r.status().as_u16();
@@ -184,35 +188,14 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
     );
 
     // The pages render the same data as HTML, escaped.
-    let page = c
-        .get(format!("{}/", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = get_text(&c, format!("{}/", s.base)).await;
     assert!(
         page.contains("looping") && page.contains("/sessions/quiet%2Fone%20%232"),
         "{page}"
     );
-    let page = c
-        .get(format!("{}/sessions/looping", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = get_text(&c, format!("{}/sessions/looping", s.base)).await;
     assert!(page.contains("LOOP_BRAKE") && page.contains("Recent decisions"));
-    let settings_page = c
-        .get(format!("{}/settings", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let settings_page = get_text(&c, format!("{}/settings", s.base)).await;
     assert!(
         settings_page.contains("name=\"streak.max_repeats\"")
             && settings_page.contains("value=\"4\""),
@@ -486,31 +469,6 @@ fn a_running_serve_uses_an_edited_configuration_at_the_next_event() {
         err.contains("reloaded") && err.contains("keeping the previous configuration"),
         "{err}"
     );
-}
-
-fn chromium() -> &'static str {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("chromium must be installed (scripts/test installs Debian's chromium)")
-}
-
-fn headless(dir: &Path, profile: &str, args: &[String]) -> std::process::Output {
-    let mut c = Command::new(chromium());
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1200,800",
-    ])
-    .arg(format!("--user-data-dir={}", dir.join(profile).display()))
-    .args(args);
-    output_with_deadline(c, 120)
 }
 
 #[test]

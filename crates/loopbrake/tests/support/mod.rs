@@ -75,3 +75,31 @@ pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
     writer.join().unwrap();
     out
 }
+
+/// Debian's Chromium (scripts/test installs it).
+pub fn chromium() -> &'static str {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chromium must be installed (scripts/test installs Debian's chromium)")
+}
+
+/// Runs headless Chromium with a fresh profile `dir/profile` and these arguments (a
+/// `--screenshot=…` or `--dump-dom` and a URL).
+pub fn headless(dir: &Path, profile: &str, args: &[String]) -> Output {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,800",
+    ])
+    .arg(format!("--user-data-dir={}", dir.join(profile).display()))
+    .args(args);
+    output_with_deadline(c, 120)
+}
