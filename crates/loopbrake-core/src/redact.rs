@@ -92,17 +92,10 @@ static KEYED: LazyLock<Regex> = LazyLock::new(|| {
 /// ```
 pub fn redact(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
-    // The anchors are looked for once, in a lowercased copy of the input: redaction only
-    // adds markers, so what was absent stays absent.
-    let lower = text.to_ascii_lowercase();
-    let has = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
-    if has(&[
-        "authorization",
-        "cookie",
-        "api-key",
-        "auth-token",
-        "private-token",
-    ]) {
+    // One pass finds every anchor a pattern needs (redaction only adds markers, so what
+    // was absent stays absent): most texts hold none, and no pattern runs on them.
+    let found = anchors(text);
+    if found & HEADER_ANCHORS != 0 {
         out = replace(out, &HEADER, |c| {
             format!(
                 "{}{}{}{MARKER}",
@@ -137,39 +130,13 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             format!("{}{shown}", &c[1])
         });
     }
-    if out.contains('=')
-        && [
-            "PASSWORD",
-            "PASSWD",
-            "SECRET",
-            "TOKEN",
-            "API_KEY",
-            "APIKEY",
-            "ACCESS_KEY",
-            "PRIVATE_KEY",
-            "CREDENTIAL",
-        ]
-        .iter()
-        .any(|n| out.contains(n))
-    {
+    if found & ENV_ANCHORS != 0 && out.contains('=') {
         out = replace(out, &ENV, |c| format!("{}{MARKER}", &c[1]));
     }
-    if [
-        "sk-",
-        "gh",
-        "github_pat_",
-        "glpat-",
-        "xox",
-        "AKIA",
-        "AIza",
-        "eyJ",
-    ]
-    .iter()
-    .any(|n| out.contains(n))
-    {
+    if found & TOKEN_ANCHORS != 0 {
         out = replace(out, &TOKEN, |_| MARKER.to_string());
     }
-    if keyed_candidate(&lower) {
+    if found & KEYED_ANCHOR != 0 {
         out = replace(out, &KEYED, |c| {
             let v = &c[2];
             let q = if v.starts_with('"') {
@@ -185,21 +152,99 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     out
 }
 
-/// Whether a key-like name stands before a `:` or `=` somewhere (`"password": `,
-/// `secret=`): the only texts the key-value pattern can change. Words such as `passed` or
-/// `keyboard` do not wake it.
-fn keyed_candidate(lower: &str) -> bool {
-    const NAMES: &[&str] = &["password", "passwd", "secret", "key", "token"];
-    NAMES.iter().any(|name| {
-        lower.match_indices(name).any(|(i, _)| {
-            lower[i + name.len()..]
-                .bytes()
-                .find(|c| {
-                    !matches!(c, b'"' | b'\'' | b' ' | b'_' | b'-') && !c.is_ascii_alphabetic()
-                })
-                .is_some_and(|c| c == b':' || c == b'=')
-        })
-    })
+/// How far past a cut a secret is still recognised whole: [`redact_cut`] redacts this much
+/// more than it keeps, so a credential that begins before the cut is never half-shown.
+pub const CUT_MARGIN: usize = 1024;
+
+/// The first `chars` characters of `text`, redacted. Only a bounded prefix is read (the
+/// kept part and [`CUT_MARGIN`] more), whatever the text's length.
+///
+/// ```
+/// use loopbrake_core::redact::redact_cut;
+/// let long = format!("token=sk-live-abcdefghijklmnop0123 {}", "x".repeat(100_000));
+/// assert_eq!(redact_cut(&long, 14), "token=[REDACTE");
+/// ```
+pub fn redact_cut(text: &str, chars: usize) -> String {
+    let head = match text.char_indices().nth(chars + CUT_MARGIN) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    };
+    let red = redact(head);
+    match red.char_indices().nth(chars) {
+        Some((i, _)) => red[..i].to_string(),
+        None => red.into_owned(),
+    }
+}
+
+const HEADER_ANCHORS: u8 = 1;
+const ENV_ANCHORS: u8 = 2;
+const TOKEN_ANCHORS: u8 = 4;
+/// A key-like name followed (past quotes, spaces, `_`, `-` and letters) by `:` or `=`.
+const KEYED_ANCHOR: u8 = 8;
+
+/// The anchors, ASCII case ignored (the patterns decide case), with the groups each wakes.
+/// Matches do not overlap (the longest wins), so a needle that ends with another carries
+/// its groups too (`auth-token` wakes what `token` does).
+const NEEDLES: &[(&str, u8)] = &[
+    ("authorization", HEADER_ANCHORS),
+    ("cookie", HEADER_ANCHORS),
+    ("api-key", HEADER_ANCHORS | KEYED_ANCHOR),
+    ("auth-token", HEADER_ANCHORS | ENV_ANCHORS | KEYED_ANCHOR),
+    ("private-token", HEADER_ANCHORS | ENV_ANCHORS | KEYED_ANCHOR),
+    ("password", ENV_ANCHORS | KEYED_ANCHOR),
+    ("passwd", ENV_ANCHORS | KEYED_ANCHOR),
+    ("secret", ENV_ANCHORS | KEYED_ANCHOR),
+    ("token", ENV_ANCHORS | KEYED_ANCHOR),
+    ("api_key", ENV_ANCHORS | KEYED_ANCHOR),
+    ("apikey", ENV_ANCHORS | KEYED_ANCHOR),
+    ("access_key", ENV_ANCHORS | KEYED_ANCHOR),
+    ("private_key", ENV_ANCHORS | KEYED_ANCHOR),
+    ("credential", ENV_ANCHORS),
+    ("key", KEYED_ANCHOR),
+    ("sk-", TOKEN_ANCHORS),
+    ("ghp_", TOKEN_ANCHORS),
+    ("gho_", TOKEN_ANCHORS),
+    ("ghu_", TOKEN_ANCHORS),
+    ("ghs_", TOKEN_ANCHORS),
+    ("ghr_", TOKEN_ANCHORS),
+    ("github_pat_", TOKEN_ANCHORS),
+    ("glpat-", TOKEN_ANCHORS),
+    ("xox", TOKEN_ANCHORS),
+    ("akia", TOKEN_ANCHORS),
+    ("aiza", TOKEN_ANCHORS),
+    ("eyj", TOKEN_ANCHORS),
+];
+
+static ANCHORS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+    aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+        .build(NEEDLES.iter().map(|(n, _)| n))
+        .expect("constant needles")
+});
+
+/// Which pattern groups can match `text`, in one scan.
+fn anchors(text: &str) -> u8 {
+    let bytes = text.as_bytes();
+    let mut found = 0u8;
+    for m in ANCHORS.find_iter(text) {
+        let (_, group) = NEEDLES[m.pattern().as_usize()];
+        let mut g = group & !KEYED_ANCHOR;
+        if group & KEYED_ANCHOR != 0 && found & KEYED_ANCHOR == 0 {
+            let next = bytes[m.end()..].iter().find(|c| {
+                !matches!(c, b'"' | b'\'' | b' ' | b'_' | b'-') && !c.is_ascii_alphabetic()
+            });
+            if next.is_some_and(|c| *c == b':' || *c == b'=') {
+                g |= KEYED_ANCHOR;
+            }
+        }
+        found |= g;
+        if found == HEADER_ANCHORS | ENV_ANCHORS | TOKEN_ANCHORS | KEYED_ANCHOR {
+            break;
+        }
+    }
+    found
 }
 
 /// Query values of credential-like names (`?api_key=…`, `&token=…`), by a scan: URLs are

@@ -435,8 +435,14 @@ impl Breaker {
                 id: f.id,
                 kind: f.kind,
                 limit: f.limit,
-                // Shown and stored redacted; the id was computed from the real text.
-                preview: messages::preview(&crate::redact::redact(&f.text), self.cfg.preview_chars),
+                // Shown and stored redacted; the id was computed from the real text. A
+                // measure with no gate is never named in a message (no hit, no advisory, no
+                // failure track): it needs no preview.
+                preview: if f.limit.is_some() {
+                    messages::preview_redacted(&f.text, self.cfg.preview_chars)
+                } else {
+                    String::new()
+                },
             })
             .collect();
 
@@ -657,8 +663,8 @@ impl Breaker {
             }
         }
         if let Some(text) = outcome.text.as_deref() {
-            st.last_result = Some(messages::cut(
-                &crate::redact::redact(text),
+            st.last_result = Some(crate::redact::redact_cut(
+                text,
                 self.cfg.result_preview_chars,
             ));
         }
