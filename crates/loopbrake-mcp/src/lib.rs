@@ -236,8 +236,8 @@ impl Shared {
 
     /// Runs a step of the session service, off the async threads.
     fn with_sessions<R>(&self, f: impl FnOnce(&Sessions<'_, dyn Store>) -> R) -> R {
-        // block_in_place: no hand-off to another thread (a memory store answers in
-        // microseconds), yet a slow store (SQLite, Redis) does not stall other tasks.
+        // A store that may block (SQLite, Redis) runs in block_in_place, so it does not stall
+        // other tasks; the memory store answers in microseconds and runs inline.
         let engine = self
             .engine
             .read()
@@ -245,7 +245,11 @@ impl Shared {
             .clone();
         let sessions = Sessions::new(&engine, self.opts.store.as_ref())
             .with_fail_closed(self.opts.fail_closed);
-        tokio::task::block_in_place(|| f(&sessions))
+        if self.opts.store.may_block() {
+            tokio::task::block_in_place(|| f(&sessions))
+        } else {
+            f(&sessions)
+        }
     }
 
     fn deny_result(id: &Value, text: &str) -> Value {

@@ -117,6 +117,12 @@ pub trait Store: Send + Sync {
             .collect())
     }
 
+    /// Whether an update may wait on I/O (a file lock, the network): async callers then
+    /// run it where blocking is allowed. An in-memory store answers in microseconds.
+    fn may_block(&self) -> bool {
+        true
+    }
+
     /// Problems the store recovered from since the last call (a session whose stored
     /// state could not be decoded and started afresh), for the adapter to report.
     fn take_warnings(&self) -> Vec<String> {

@@ -112,6 +112,10 @@ impl Store for MemoryStore {
     fn describe(&self) -> String {
         "memory".to_string()
     }
+
+    fn may_block(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

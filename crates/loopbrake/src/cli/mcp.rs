@@ -86,9 +86,13 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         http_session: None,
         fetch,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if listen.is_none() {
+        // One client on stdio: one worker keeps a call's hops on one thread (fewer
+        // cross-thread wake-ups per tools/call; BENCHMARKS.md, "MCP proxy").
+        rt.worker_threads(1);
+    }
+    let rt = rt.enable_all().build()?;
     let outcome = rt.block_on(async move {
         if let Some(addr) = listen {
             let downstream = match (url, command.is_empty()) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Replay of recorded runs, side by side in one run: loopbrake (progress on, and the seeds'
+# rules), the original JavaScript breaker (npm dsh-repeat-tool-breaker 0.5.2, through its
+# real DSH hooks: crates/loopbrake/tests/e2e/original_breaker.mjs), and the floor, a bare
+# serde_json parse of every line of the same file. Median of five runs; peak RSS.
+# Usage: scripts/bench/replay_vs_original.sh [COPIES] (default 22: ~105k events, ~43 MB,
+# the size of ~1,900 recorded runs). Needs ./scripts/test's npm packages.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+copies=${1:-22}
+cargo build --release -q -p loopbrake -p loopbrake-protocol --bin loopbrake --example parse_only
+nm=${LOOPBRAKE_E2E_NODE_MODULES:-target/e2e-npm/node_modules}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 scripts/bench/corpus_events.py examples/trajectories/calls.jsonl.gz "$copies" > "$tmp/events.jsonl"
+events=$(wc -l < "$tmp/events.jsonl")
+printf '[streak]\nprogress = false\n[breaker]\nprogress = false\n' > "$tmp/seed.toml"
+echo "input: $events events, $(du -h "$tmp/events.jsonl" | cut -f1)"
+measure() { # label, command... (stdin from the events file)
+  local label=$1; shift
+  : > "$tmp/$label.runs"
+  for _ in 1 2 3 4 5; do
+    /usr/bin/time -f "%e %M" -o "$tmp/t" "$@" < "$tmp/events.jsonl" > /dev/null
+    cat "$tmp/t" >> "$tmp/$label.runs"
+  done
+  sort -n "$tmp/$label.runs" | awk -v l="$label" 'NR==3 {printf "%-28s median %.3f s, peak RSS %.1f MiB\n", l, $1, $2/1024}'
+}
+measure parse_only target/release/examples/parse_only /dev/stdin
+measure loopbrake target/release/loopbrake replay /dev/stdin
+measure loopbrake_seed_rules target/release/loopbrake replay --config "$tmp/seed.toml" /dev/stdin
+measure original_js node crates/loopbrake/tests/e2e/original_breaker.mjs "$nm"
