@@ -30,8 +30,18 @@ pub const DEFAULT_PROGRESS_LIMIT: u32 = 64;
 /// (docs/decisions.md, "Configuration and environment").
 pub const ENV_VARS: &[&str] = &["LOOPBRAKE_MAX_REPEATS", "DSH_LOOP_BRAKE_MAX_REPEATS"];
 
-/// Every key of the `streak` section.
-pub const KEYS: &[&str] = &["enabled", "max_repeats", "progress", "progress_limit"];
+/// Every key of the `streak` section, read off the written-out defaults
+/// ([`StreakConfig::to_value`]), so a key is declared where its value is written.
+pub fn keys() -> &'static [String] {
+    static KEYS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        StreakConfig::default()
+            .to_value()
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    });
+    &KEYS
+}
 
 /// Validated streak-brake configuration. It can only be built valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,7 +147,10 @@ impl StreakConfig {
                         cfg.max_repeats = validate_max_repeats(&dotted("streak", k), &show(v), n)?;
                         have_max = true;
                     }
-                    _ => return Err(unknown_key("streak", k, KEYS)),
+                    _ => {
+                        let names: Vec<&str> = keys().iter().map(String::as_str).collect();
+                        return Err(unknown_key("streak", k, &names));
+                    }
                 }
             }
         }

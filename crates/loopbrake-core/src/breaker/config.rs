@@ -308,43 +308,31 @@ pub const DEFAULT_CYCLE_LIMIT: u32 = 3;
 /// The largest `cycle_limit` (bounds the call history a session keeps).
 pub const MAX_CYCLE_LIMIT: u32 = 8;
 
-/// Every key of `[breaker]`.
-pub const KEYS: &[&str] = &[
-    "enabled",
-    "window",
-    "on_limit",
-    "local_hosts",
-    "include_local",
-    "warn_at",
-    "summarize_at",
-    "fail_warn_at",
-    "fail_limit",
-    "limits",
-    "exclude",
-    "include",
-    "ignore_args",
-    "host_aliases",
-    "preview_chars",
-    "result_preview_chars",
-    "progress",
-    "struggle_warn_at",
-    "struggle_ask_at",
-    "cycle_limit",
-    "tools",
-    "block_shell_http",
-    "block_local_http",
-    "shell_http_block",
-    "fetch_tool",
-];
+/// Every key of `[breaker]`, read off the written-out defaults ([`BreakerConfig::to_value`]),
+/// so a key is declared where its value is written and nowhere else.
+pub fn keys() -> &'static [String] {
+    static KEYS: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| names_of(&BreakerConfig::default().to_value()));
+    &KEYS
+}
 
-const TOOL_KEYS: &[&str] = &[
-    "shell",
-    "shell_command_args",
-    "url",
-    "url_pattern",
-    "url_args",
-    "mutating",
-];
+/// The keys of `[breaker.tools]`, the same way.
+fn tool_keys() -> &'static [String] {
+    static KEYS: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| names_of(&BreakerConfig::default().to_value()["tools"]));
+    &KEYS
+}
+
+fn names_of(v: &Value) -> Vec<String> {
+    v.as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn unknown(prefix: &str, key: &str, names: &[String]) -> ConfigError {
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    unknown_key(prefix, key, &names)
+}
 
 /// Settings of the original JavaScript plugin (dsh-repeat-tool-breaker) that it retired
 /// before loopbrake existed, in snake_case and camelCase, with what replaced them: someone
@@ -544,7 +532,7 @@ impl BreakerConfig {
                     })?;
                     c.fetch_tool = (!name.trim().is_empty()).then(|| name.trim().to_string());
                 }
-                _ => return Err(unknown_key(P, k, KEYS)),
+                _ => return Err(unknown(P, k, keys())),
             }
         }
         Ok(c)
@@ -716,7 +704,7 @@ fn tool_classes(t: &Table) -> Result<ToolClasses, ConfigError> {
                 c.url_pattern = s.to_string();
                 c.url_re = LazyPattern::default();
             }
-            _ => return Err(unknown_key(p, k, TOOL_KEYS)),
+            _ => return Err(unknown(p, k, tool_keys())),
         }
     }
     Ok(c)
