@@ -865,6 +865,57 @@ where
     r
 }
 
+/// How the relay in front of a server child ended, and how the child did.
+#[derive(Debug)]
+pub struct ChildRun {
+    /// The relay's result.
+    pub result: Result<(), ProxyError>,
+    /// The child's exit status, when it exited in time (it is killed otherwise).
+    pub status: Option<std::process::ExitStatus>,
+}
+
+/// Starts `command` (program and arguments) as the MCP server, with its stdio piped, and
+/// runs the relay in front of it. Afterwards the child is given 5 s to exit after a clean
+/// end (the client closed, so its stdin closed) or 0.5 s after a failure, then killed.
+pub async fn run_child<CI, CO>(
+    opts: Options,
+    client_in: CI,
+    client_out: CO,
+    command: &[String],
+) -> std::io::Result<ChildRun>
+where
+    CI: AsyncRead + Unpin + Send + 'static,
+    CO: AsyncWrite + Unpin + Send + 'static,
+{
+    let (program, args) = command.split_first().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no server command")
+    })?;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let missing = || std::io::Error::other("the server's stdio was not piped");
+    let server_in = child.stdout.take().ok_or_else(missing)?;
+    let server_out = child.stdin.take().ok_or_else(missing)?;
+    let result = run(opts, client_in, client_out, server_in, server_out).await;
+    let grace = if result.is_ok() {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_millis(500)
+    };
+    let status = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(st)) => Some(st),
+        _ => {
+            let _ = child.kill().await;
+            None
+        }
+    };
+    Ok(ChildRun { result, status })
+}
+
 /// Runs the proxy with no server behind it: an MCP server offering only the proxy's own
 /// tools (`web_fetch_file`, which `opts.fetch` must provide).
 pub async fn run_fetch_only<CI, CO>(

@@ -18,7 +18,7 @@
 //! beyond loopback without one is refused by the caller at start; an `Origin` header must
 //! name this host or a loopback one (the MCP specification's DNS-rebinding defence).
 
-use crate::{run, run_fetch_only, run_http, Options, ProxyError};
+use crate::{run_child, run_fetch_only, run_http, Options, ProxyError};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -355,37 +355,16 @@ fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
     let downstream = shared.listen.downstream.clone();
     tokio::spawn(async move {
         let result: Result<(), ProxyError> = match downstream {
-            Downstream::Command(cmd) => {
-                let Some((program, args)) = cmd.split_first() else {
+            Downstream::Command(cmd) => match run_child(opts, relay_in, relay_out, &cmd).await {
+                Ok(run) => run.result,
+                Err(e) => {
+                    eprintln!(
+                        "loopbrake mcp: cannot start the MCP server {:?}: {e}",
+                        cmd[0]
+                    );
                     return;
-                };
-                let child = tokio::process::Command::new(program)
-                    .args(args)
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::inherit())
-                    .kill_on_drop(true)
-                    .spawn();
-                let mut child = match child {
-                    Ok(c) => c,
-                    Err(e) => {
-                        eprintln!("loopbrake mcp: cannot start the MCP server {program:?}: {e}");
-                        return;
-                    }
-                };
-                let (Some(server_in), Some(server_out)) = (child.stdout.take(), child.stdin.take())
-                else {
-                    return;
-                };
-                let r = run(opts, relay_in, relay_out, server_in, server_out).await;
-                if tokio::time::timeout(Duration::from_secs(5), child.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = child.kill().await;
                 }
-                r
-            }
+            },
             Downstream::Url(url) => run_http(opts, relay_in, relay_out, url).await,
             Downstream::None => run_fetch_only(opts, relay_in, relay_out).await,
         };

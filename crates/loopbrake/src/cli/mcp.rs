@@ -5,9 +5,9 @@ use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
 use loopbrake_mcp::listen::{Downstream, Listen};
-use loopbrake_mcp::{run as proxy, Options, ProxyError};
+use loopbrake_mcp::{Options, ProxyError};
 use std::path::Path;
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -161,7 +161,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                 }
             };
         }
-        let Some((program, args)) = command.split_first() else {
+        let Some(program) = command.first() else {
             // `--fetch-tool` alone: a server offering only web_fetch_file.
             return match loopbrake_mcp::run_fetch_only(
                 opts,
@@ -177,44 +177,13 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                 }
             };
         };
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
+        let run = loopbrake_mcp::run_child(opts, tokio::io::stdin(), tokio::io::stdout(), &command)
+            .await
             .map_err(|e| format!("cannot start the MCP server {program:?}: {e}"))?;
-        let server_in = child.stdout.take().ok_or("the server has no stdout")?;
-        let server_out = child.stdin.take().ok_or("the server has no stdin")?;
-        let result = proxy(
-            opts,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            server_in,
-            server_out,
-        )
-        .await;
-        match result {
-            Ok(()) => {
-                // The client closed: the server sees its stdin close; give it a moment.
-                if tokio::time::timeout(Duration::from_secs(5), child.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = child.kill().await;
-                }
-                Ok(ExitCode::SUCCESS)
-            }
+        match run.result {
+            Ok(()) => Ok(ExitCode::SUCCESS),
             Err(e @ ProxyError::Downstream(_)) => {
-                let status =
-                    match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
-                        Ok(Ok(st)) => format!(" ({st})"),
-                        _ => {
-                            let _ = child.kill().await;
-                            String::new()
-                        }
-                    };
+                let status = run.status.map(|st| format!(" ({st})")).unwrap_or_default();
                 eprintln!("loopbrake mcp: {e}{status}; stopping");
                 Ok(ExitCode::from(1))
             }
