@@ -25,6 +25,9 @@ function rng(seed) {
   }
 }
 
+// Non-HTTP commands carry no `-s`/`-m`-style flags: the original strips those "volatile"
+// flags from any command, loopbrake only from HTTP clients' (docs/decisions.md, "Shell and
+// URL primitives"), a deliberate difference this comparison does not exercise.
 const POOL = [
   () => ({ name: 'bash', args: { command: 'curl -s https://api.example.com/v1/items?page=1', description: '1st' } }),
   (r) => ({ name: 'bash', args: { command: `curl -s --max-time ${5 + Math.floor(r() * 20)} https://api.example.com/v1/items?page=1` } }),
