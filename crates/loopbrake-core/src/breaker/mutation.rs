@@ -6,6 +6,7 @@
 //! [`MutatingTool`]) and, for shell tools, the command itself ([`shell_writes`]). Reads
 //! (`cat`, `grep`, a file viewer) are never mutating.
 
+use super::shell::{basename_lower as basename, is_assignment};
 use serde_json::Value;
 
 /// One entry of `[breaker.tools] mutating`: `NAME`, or `NAME[ARG=V1|V2|…]` when only calls
@@ -277,18 +278,6 @@ const PACKAGE_WRITES: &[&str] = &[
     "get",
     "sync",
 ];
-
-fn basename(w: &str) -> String {
-    w.rsplit(['/', '\\']).next().unwrap_or(w).to_lowercase()
-}
-
-fn is_assignment(w: &str) -> bool {
-    w.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-    })
-}
 
 /// Whether one simple command (its words, no operators) writes to the workspace.
 fn simple_writes(words: &[&str]) -> bool {

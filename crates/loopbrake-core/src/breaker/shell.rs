@@ -93,7 +93,8 @@ pub const HTTP_CLIENTS: &[&str] = &["curl", "wget", "http", "httpie", "aria2c"];
 /// Words that separate commands in a pipeline or list.
 const OPERATORS: &[&str] = &["|", "||", "&&", ";", "&", "|&"];
 
-fn is_assignment(tok: &str) -> bool {
+/// Whether a word is a `NAME=value` assignment.
+pub(crate) fn is_assignment(tok: &str) -> bool {
     let Some(eq) = tok.find('=') else {
         return false;
     };
@@ -156,7 +157,8 @@ fn verb_index(toks: &[String], start: usize, end: usize) -> Option<usize> {
     None
 }
 
-fn basename_lower(word: &str) -> String {
+/// A command word without its directory, lowercased.
+pub(crate) fn basename_lower(word: &str) -> String {
     let base = word.rsplit(['/', '\\']).next().unwrap_or(word);
     base.to_lowercase()
 }

@@ -15,7 +15,7 @@
 //! Known hole, by design: a fetch inside a script file (`bash fetch.sh`, `python3 x.py`)
 //! is invisible; reading files is not this module's business.
 
-use super::shell::tokenize;
+use super::shell::{basename_lower, is_assignment, tokenize};
 use super::url::{extract_urls, is_local_host};
 use regex::Regex;
 use std::collections::HashSet;
@@ -332,20 +332,9 @@ fn is_local_address(u: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A command word's name: no directory, no `.exe`, lowercased.
 fn basename(word: &str) -> String {
-    word.rsplit(['/', '\\'])
-        .next()
-        .unwrap_or(word)
-        .trim_end_matches(".exe")
-        .to_ascii_lowercase()
-}
-
-fn is_assignment(w: &str) -> bool {
-    w.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-    })
+    basename_lower(word.trim_end_matches(".exe"))
 }
 
 fn is_local_target(host: &str) -> bool {
