@@ -185,10 +185,15 @@ pub fn dotted(prefix: &str, key: &str) -> String {
 
 /// An "unknown key" error under `prefix` (a table name, or `""` at the top level) that
 /// suggests the closest valid name when one is close, else lists the valid ones.
-pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
+pub fn unknown_key<S: AsRef<str>>(prefix: &str, key: &str, valid: &[S]) -> ConfigError {
     let best = valid
         .iter()
-        .map(|v| (strsim::jaro_winkler(&key.to_lowercase(), v), *v))
+        .map(|v| {
+            (
+                strsim::jaro_winkler(&key.to_lowercase(), v.as_ref()),
+                v.as_ref(),
+            )
+        })
         .max_by(|a, b| a.0.total_cmp(&b.0));
     let rule = match best {
         Some((score, name)) if score >= 0.75 => {
@@ -198,7 +203,7 @@ pub fn unknown_key(prefix: &str, key: &str, valid: &[&str]) -> ConfigError {
             "is not a setting; the settings here are {}",
             valid
                 .iter()
-                .map(|v| format!("`{v}`"))
+                .map(|v| format!("`{}`", v.as_ref()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -147,10 +147,7 @@ impl StreakConfig {
                         cfg.max_repeats = validate_max_repeats(&dotted("streak", k), &show(v), n)?;
                         have_max = true;
                     }
-                    _ => {
-                        let names: Vec<&str> = keys().iter().map(String::as_str).collect();
-                        return Err(unknown_key("streak", k, &names));
-                    }
+                    _ => return Err(unknown_key("streak", k, keys())),
                 }
             }
         }

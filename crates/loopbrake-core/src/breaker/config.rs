@@ -329,11 +329,6 @@ fn names_of(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn unknown(prefix: &str, key: &str, names: &[String]) -> ConfigError {
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    unknown_key(prefix, key, &names)
-}
-
 /// Settings of the original JavaScript plugin (dsh-repeat-tool-breaker) that it retired
 /// before loopbrake existed, in snake_case and camelCase, with what replaced them: someone
 /// porting an old configuration is told where the setting went.
@@ -532,7 +527,7 @@ impl BreakerConfig {
                     })?;
                     c.fetch_tool = (!name.trim().is_empty()).then(|| name.trim().to_string());
                 }
-                _ => return Err(unknown(P, k, keys())),
+                _ => return Err(unknown_key(P, k, keys())),
             }
         }
         Ok(c)
@@ -704,7 +699,7 @@ fn tool_classes(t: &Table) -> Result<ToolClasses, ConfigError> {
                 c.url_pattern = s.to_string();
                 c.url_re = LazyPattern::default();
             }
-            _ => return Err(unknown(p, k, tool_keys())),
+            _ => return Err(unknown_key(p, k, tool_keys())),
         }
     }
     Ok(c)
