@@ -101,28 +101,19 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                 (None, true) => Downstream::None,
             };
             let template = opts;
-            let engine = template.engine;
             let store = template.store;
             let fetch = template.fetch;
             let (ask_timeout, fail_closed) = (template.ask_timeout, template.fail_closed);
-            let watched = std::sync::Mutex::new(settings::Watcher::new(&s));
-            let current = std::sync::Mutex::new(engine);
+            // The stdio relay's reloader, asked once per new client session instead.
+            let current = std::sync::Mutex::new((template.engine, template.reload));
             let options = move |session: String| {
                 // Each new client session starts with the configuration as it is now.
-                if let Some(l) = watched
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_mut()
-                    .and_then(|w| w.changed())
-                {
-                    let mut cfg = l.engine;
-                    if fetch.is_some() {
-                        cfg.breaker.offer_fetch_tool(loopbrake_fetch::TOOL_NAME);
-                    }
-                    *current.lock().unwrap_or_else(|e| e.into_inner()) = Engine::new(cfg);
+                let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(engine) = current.1.as_mut().and_then(|reload| reload()) {
+                    current.0 = engine;
                 }
                 Options {
-                    engine: current.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    engine: current.0.clone(),
                     store: store.clone(),
                     default_session: session,
                     ask_timeout,
