@@ -459,12 +459,7 @@ impl Processor {
                 detail: self.call_digests.then(|| CallDetail {
                     tool: tool.to_string(),
                     preview: loopbrake_core::canonical::canonical_json(args)
-                        .map(|j| {
-                            loopbrake_core::breaker::messages::cut(
-                                &loopbrake_core::redact::redact(&j),
-                                PREVIEW_CHARS,
-                            )
-                        })
+                        .map(|j| loopbrake_core::redact::redact_cut(&j, PREVIEW_CHARS))
                         .unwrap_or_default(),
                 }),
                 decision,
