@@ -140,6 +140,17 @@ fn loopback_origin(origin: &str) -> bool {
     )
 }
 
+/// Whether a presented token is the expected one: lengths first, then every byte, with no
+/// early exit on the first difference. The dashboard checks its token with it too.
+pub fn token_matches(given: &str, expected: &str) -> bool {
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// Token and Origin checks; `None` when the request may proceed.
 fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     if let Some(expected) = &shared.listen.token {
@@ -148,13 +159,7 @@ fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        let ok = given.is_some_and(|g| {
-            g.len() == expected.len()
-                && g.bytes()
-                    .zip(expected.bytes())
-                    .fold(0u8, |a, (x, y)| a | (x ^ y))
-                    == 0
-        });
+        let ok = given.is_some_and(|g| token_matches(g, expected));
         if !ok {
             return Some(error(
                 StatusCode::UNAUTHORIZED,

@@ -25,6 +25,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use loopbrake_core::SessionState;
+use loopbrake_mcp::listen::token_matches;
 use loopbrake_store::{SessionInfo, Store};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -106,15 +107,6 @@ fn query_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-fn same(a: &str, b: &str) -> bool {
-    // Length first, then every byte: no early exit on the first difference.
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
 fn loopback_host(host: &str) -> bool {
     let name = host.rsplit_once(':').map_or(host, |(h, port)| {
         if port.chars().all(|c| c.is_ascii_digit()) {
@@ -143,8 +135,10 @@ async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
     if let Some(expected) = &ui.token {
         let given = token_of(&req);
         let from_query = query_token(&req);
-        let ok = given.as_deref().is_some_and(|t| same(t, expected))
-            || from_query.as_deref().is_some_and(|t| same(t, expected));
+        let ok = given.as_deref().is_some_and(|t| token_matches(t, expected))
+            || from_query
+                .as_deref()
+                .is_some_and(|t| token_matches(t, expected));
         if !ok {
             return deny(
                 StatusCode::UNAUTHORIZED,
