@@ -239,13 +239,7 @@ fn the_html_report_renders_in_headless_chromium() {
         &[format!("--screenshot={}", shot.display()), url.clone()],
     );
     assert_success(&out);
-    let png = std::fs::read(&shot).unwrap();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    assert!(
-        png.len() > 10_000,
-        "a blank page compresses far smaller: {} bytes",
-        png.len()
-    );
+    assert_drawn_png(&shot);
     // The DOM as the browser built it holds the drawn marks.
     let dom = headless(&dir, "profile2", &["--dump-dom".into(), url]);
     let dom = String::from_utf8_lossy(&dom.stdout);

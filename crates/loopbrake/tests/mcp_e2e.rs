@@ -44,13 +44,7 @@ fn client(name: &str, toml: &str, scenario: &str) -> Value {
         .env_remove("LOOPBRAKE_MAX_REPEATS");
     let out = output_with_deadline(c, 120);
     assert_success(&out);
-    serde_json::from_slice(
-        out.stdout
-            .split(|b| *b == b'\n')
-            .rfind(|l| l.starts_with(b"{"))
-            .unwrap(),
-    )
-    .unwrap()
+    last_json_line(&out)
 }
 
 fn calls(v: &Value) -> Vec<(bool, Vec<String>)> {
@@ -345,13 +339,7 @@ fn in_front_of_a_streamable_http_server() {
             .env_remove("LOOPBRAKE_CONFIG");
         let out = output_with_deadline(c, 120);
         assert_success(&out);
-        serde_json::from_slice::<Value>(
-            out.stdout
-                .split(|b| *b == b'\n')
-                .rfind(|l| l.starts_with(b"{"))
-                .unwrap(),
-        )
-        .unwrap()
+        last_json_line(&out)
     };
     let v = run("passthrough");
     assert_eq!(v["echo"]["text"][0], "Echo: hello");
@@ -505,13 +493,7 @@ fn two_http_clients_on_one_proxy_each_get_their_own_session() {
         .arg("t0ken-for-test");
     let out = output_with_deadline(c, 120);
     assert_success(&out);
-    let v: Value = serde_json::from_slice(
-        out.stdout
-            .split(|b| *b == b'\n')
-            .rfind(|l| l.starts_with(b"{"))
-            .unwrap(),
-    )
-    .unwrap();
+    let v: Value = last_json_line(&out);
     assert_ne!(v["sessions"][0], v["sessions"][1], "{v}");
     assert!(v["tools"].as_array().unwrap().iter().any(|t| t == "echo"));
     for who in ["a", "b"] {

@@ -103,3 +103,26 @@ pub fn headless(dir: &Path, profile: &str, args: &[String]) -> Output {
     .args(args);
     output_with_deadline(c, 120)
 }
+
+/// Asserts `shot` is a PNG of a drawn page (a blank page compresses far smaller).
+pub fn assert_drawn_png(shot: &Path) {
+    let png = std::fs::read(shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 10_000,
+        "a blank page compresses far smaller: {} bytes",
+        png.len()
+    );
+}
+
+/// The last line of a process's stdout that is a JSON object (what the Node test scripts
+/// print), parsed.
+pub fn last_json_line(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .expect("a JSON line on stdout"),
+    )
+    .unwrap()
+}
