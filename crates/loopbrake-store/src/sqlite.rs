@@ -17,9 +17,13 @@ const SWEEP_EVERY_MS: i64 = 10 * 60 * 1000;
 /// A write-ahead log larger than this is checkpointed into the database and truncated by
 /// the next process that opens the file. Short-lived hook processes never close the log
 /// with a checkpoint (that costs fsyncs on every call), and SQLite's automatic checkpoints
-/// do not shrink the file, so without this it grows with every decision (and every opener
-/// re-reads all of it).
-const WAL_LIMIT_BYTES: u64 = 4 << 20;
+/// do not shrink the file, so without this it grows with every decision. Every opener is
+/// the file's only connection, so it rebuilds the log's index by reading and checksumming
+/// every frame: the bound is the price of every hook. 256 KiB (about 30 decisions) keeps
+/// that read small and the checkpoint's fsyncs rare (BENCHMARKS.md, "Speed against the
+/// floors": with a 4 MiB bound, a log of 0.8 MiB already cost each hook 0.7 ms; a 16 KiB
+/// bound cost more in fsyncs than it saved).
+const WAL_LIMIT_BYTES: u64 = 256 << 10;
 
 /// Options of the embedded store.
 #[derive(Debug, Clone)]
@@ -108,6 +112,10 @@ impl SqliteStore {
             }
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| err(e.to_string()))?;
+            if let Ok(n) = std::env::var("LB_AUTOCKPT") {
+                conn.pragma_update(None, "wal_autocheckpoint", n.parse::<i64>().unwrap())
+                    .unwrap();
+            }
             bound_wal(&conn, path);
             return Ok(SqliteStore {
                 path: path.to_path_buf(),
@@ -222,7 +230,11 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
 fn bound_wal(conn: &Connection, path: &Path) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_LIMIT_BYTES);
+    let lim = std::env::var("LB_WALLIMIT")
+        .ok()
+        .map(|v| v.parse::<u64>().unwrap())
+        .unwrap_or(WAL_LIMIT_BYTES);
+    let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > lim);
     if big {
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }

@@ -422,7 +422,9 @@ fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
     let wal = std::fs::metadata(dir.join("state/state.db-wal"))
         .map(|m| m.len())
         .unwrap_or(0);
-    assert!(wal <= 5 << 20, "the WAL grew to {wal} bytes");
+    // 800 decisions write several MiB of log; the bound (256 KiB) plus the last writes
+    // is all that may remain, since every hook reads the whole log when it opens the file.
+    assert!(wal <= 512 << 10, "the WAL grew to {wal} bytes");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
