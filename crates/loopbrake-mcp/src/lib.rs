@@ -32,6 +32,7 @@
 pub mod http;
 pub mod listen;
 pub mod messages;
+pub mod stdio;
 
 use loopbrake_core::{Call, Engine, Outcome, Verdict};
 use loopbrake_session::{SessionError, Sessions};
@@ -629,9 +630,11 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     mut w: W,
     mut rx: mpsc::UnboundedReceiver<String>,
 ) -> std::io::Result<()> {
-    while let Some(line) = rx.recv().await {
+    while let Some(mut line) = rx.recv().await {
+        // One write per message: a line and its newline in two writes cost the reader
+        // (and this process) a second wake-up per message.
+        line.push('\n');
         w.write_all(line.as_bytes()).await?;
-        w.write_all(b"\n").await?;
         w.flush().await?;
     }
     Ok(())

@@ -86,12 +86,17 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         http_session: None,
         fetch,
     };
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if listen.is_none() {
-        // One client on stdio: one worker keeps a call's hops on one thread (fewer
-        // cross-thread wake-ups per tools/call; BENCHMARKS.md, "MCP proxy").
-        rt.worker_threads(1);
-    }
+    // One client on stdio: every hop of a call on this one thread, no cross-thread
+    // wake-ups (BENCHMARKS.md, "Speed against the floors"); the HTTP listener serves many
+    // clients, one worker per core.
+    let mut rt = match listen {
+        None => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(1);
+            b
+        }
+        Some(_) => tokio::runtime::Builder::new_multi_thread(),
+    };
     let rt = rt.enable_all().build()?;
     let outcome = rt.block_on(async move {
         if let Some(addr) = listen {
@@ -142,8 +147,13 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(url) = url {
-            return match loopbrake_mcp::run_http(opts, tokio::io::stdin(), tokio::io::stdout(), url)
-                .await
+            return match loopbrake_mcp::run_http(
+                opts,
+                loopbrake_mcp::stdio::stdin(),
+                loopbrake_mcp::stdio::stdout(),
+                url,
+            )
+            .await
             {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
@@ -156,8 +166,8 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             // `--fetch-tool` alone: a server offering only web_fetch_file.
             return match loopbrake_mcp::run_fetch_only(
                 opts,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
+                loopbrake_mcp::stdio::stdin(),
+                loopbrake_mcp::stdio::stdout(),
             )
             .await
             {
@@ -168,9 +178,14 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                 }
             };
         };
-        let run = loopbrake_mcp::run_child(opts, tokio::io::stdin(), tokio::io::stdout(), &command)
-            .await
-            .map_err(|e| format!("cannot start the MCP server {program:?}: {e}"))?;
+        let run = loopbrake_mcp::run_child(
+            opts,
+            loopbrake_mcp::stdio::stdin(),
+            loopbrake_mcp::stdio::stdout(),
+            &command,
+        )
+        .await
+        .map_err(|e| format!("cannot start the MCP server {program:?}: {e}"))?;
         match run.result {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(e @ ProxyError::Downstream(_)) => {

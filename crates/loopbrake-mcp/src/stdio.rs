@@ -1,0 +1,155 @@
+//! The relay's own standard input and output, read and written on the runtime's thread.
+//!
+//! Tokio's `stdin()`/`stdout()` hand every read and write to a blocking thread and back:
+//! on a `tools/call` that is four cross-thread wake-ups the proxy adds to the client's
+//! round trip (BENCHMARKS.md, "Speed against the floors"). MCP clients start their servers
+//! with a socket pair (Node, libuv) or a pipe on each side, which the runtime can wait on
+//! itself; those are put in non-blocking mode and registered with the reactor. Anything
+//! else (a terminal, a regular file) keeps tokio's blocking-thread reader and writer.
+//!
+//! Non-blocking mode belongs to the open file, not to the descriptor: standard output is
+//! left to tokio when standard error is the same socket or pipe, so that an `eprintln!`
+//! never meets a full pipe in non-blocking mode.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The relay's standard input.
+pub enum Stdin {
+    /// A socket, waited on by the reactor.
+    Socket(tokio::net::UnixStream),
+    /// A pipe (FIFO), waited on by the reactor.
+    Pipe(tokio::net::unix::pipe::Receiver),
+    /// Anything else: tokio's blocking-thread reader.
+    Blocking(tokio::io::Stdin),
+}
+
+/// The relay's standard output.
+pub enum Stdout {
+    /// A socket, waited on by the reactor.
+    Socket(tokio::net::UnixStream),
+    /// A pipe (FIFO), waited on by the reactor.
+    Pipe(tokio::net::unix::pipe::Sender),
+    /// Anything else, or shared with standard error: tokio's blocking-thread writer.
+    Blocking(tokio::io::Stdout),
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Kind {
+    Socket,
+    Pipe,
+    Other,
+}
+
+/// What `fd` is, and its identity (device, inode).
+fn kind(fd: BorrowedFd<'_>) -> (Kind, Option<(u64, u64)>) {
+    let Ok(owned) = fd.try_clone_to_owned() else {
+        return (Kind::Other, None);
+    };
+    let Ok(meta) = std::fs::File::from(owned).metadata() else {
+        return (Kind::Other, None);
+    };
+    let ty = meta.file_type();
+    let kind = if ty.is_socket() {
+        Kind::Socket
+    } else if ty.is_fifo() {
+        Kind::Pipe
+    } else {
+        Kind::Other
+    };
+    (kind, Some((meta.dev(), meta.ino())))
+}
+
+fn socket(fd: OwnedFd) -> io::Result<tokio::net::UnixStream> {
+    let std = std::os::unix::net::UnixStream::from(fd);
+    std.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(std)
+}
+
+/// The relay's standard input; must be called inside a tokio runtime (with I/O enabled).
+pub fn stdin() -> Stdin {
+    let fd = io::stdin();
+    let attempt = || -> io::Result<Option<Stdin>> {
+        let owned = fd.as_fd().try_clone_to_owned()?;
+        Ok(match kind(fd.as_fd()).0 {
+            Kind::Socket => Some(Stdin::Socket(socket(owned)?)),
+            Kind::Pipe => Some(Stdin::Pipe(
+                tokio::net::unix::pipe::Receiver::from_owned_fd(owned)?,
+            )),
+            Kind::Other => None,
+        })
+    };
+    match attempt() {
+        Ok(Some(s)) => s,
+        _ => Stdin::Blocking(tokio::io::stdin()),
+    }
+}
+
+/// The relay's standard output; must be called inside a tokio runtime (with I/O enabled).
+pub fn stdout() -> Stdout {
+    let out = io::stdout();
+    let attempt = || -> io::Result<Option<Stdout>> {
+        let (k, id) = kind(out.as_fd());
+        let (_, err_id) = kind(io::stderr().as_fd());
+        if k == Kind::Other || id.is_none() || id == err_id {
+            return Ok(None);
+        }
+        let owned = out.as_fd().try_clone_to_owned()?;
+        Ok(Some(match k {
+            Kind::Socket => Stdout::Socket(socket(owned)?),
+            _ => Stdout::Pipe(tokio::net::unix::pipe::Sender::from_owned_fd(owned)?),
+        }))
+    };
+    match attempt() {
+        Ok(Some(s)) => s,
+        _ => Stdout::Blocking(tokio::io::stdout()),
+    }
+}
+
+impl AsyncRead for Stdin {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stdin::Socket(s) => Pin::new(s).poll_read(cx, buf),
+            Stdin::Pipe(p) => Pin::new(p).poll_read(cx, buf),
+            Stdin::Blocking(b) => Pin::new(b).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stdout {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stdout::Socket(s) => Pin::new(s).poll_write(cx, buf),
+            Stdout::Pipe(p) => Pin::new(p).poll_write(cx, buf),
+            Stdout::Blocking(b) => Pin::new(b).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stdout::Socket(s) => Pin::new(s).poll_flush(cx),
+            Stdout::Pipe(p) => Pin::new(p).poll_flush(cx),
+            Stdout::Blocking(b) => Pin::new(b).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stdout::Socket(s) => Pin::new(s).poll_shutdown(cx),
+            Stdout::Pipe(p) => Pin::new(p).poll_shutdown(cx),
+            Stdout::Blocking(b) => Pin::new(b).poll_shutdown(cx),
+        }
+    }
+}
