@@ -86,17 +86,13 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         http_session: None,
         fetch,
     };
-    // One client on stdio: every hop of a call on this one thread, no cross-thread
-    // wake-ups (BENCHMARKS.md, "Speed against the floors"); the HTTP listener serves many
-    // clients, one worker per core.
-    let mut rt = match listen {
-        None => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(1);
-            b
-        }
-        Some(_) => tokio::runtime::Builder::new_multi_thread(),
-    };
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if listen.is_none() {
+        // One client on stdio: one worker keeps a call's hops on one thread (its stdin and
+        // stdout are waited on in the reactor too, see loopbrake_mcp::stdio); a store that
+        // blocks still runs beside it, in block_in_place.
+        rt.worker_threads(1);
+    }
     let rt = rt.enable_all().build()?;
     let outcome = rt.block_on(async move {
         if let Some(addr) = listen {
