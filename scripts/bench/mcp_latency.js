@@ -2,7 +2,15 @@
 // server (server-everything over stdio), in one run, and the proxy's peak memory after
 // 10,000 sessions' worth of calls.
 // Usage: node scripts/bench/mcp_latency.js NODE_MODULES LOOPBRAKE [CALLS]
-const [, , nm, loopbrake, n = '2000'] = process.argv;
+const path = require('path');
+const [, , nmArg, loopbrakeArg, n = '2000'] = process.argv;
+if (!nmArg || !loopbrakeArg) {
+  console.error('usage: node scripts/bench/mcp_latency.js NODE_MODULES LOOPBRAKE [CALLS]');
+  process.exit(2);
+}
+// Relative paths are taken from the working directory (require() would read them from here).
+const nm = path.resolve(nmArg);
+const loopbrake = path.resolve(loopbrakeArg);
 const { Client } = require(nm + '/@modelcontextprotocol/sdk/dist/cjs/client/index.js');
 const { StdioClientTransport } = require(nm + '/@modelcontextprotocol/sdk/dist/cjs/client/stdio.js');
 const fs = require('fs');
@@ -34,6 +42,7 @@ async function main() {
   const out = {};
   for (const k of ['direct', 'proxied']) out[k] = { p50_us: pct(times[k], 0.5), p99_us: pct(times[k], 0.99) };
   out.ratio_p50 = out.proxied.p50_us / out.direct.p50_us;
+  out.added_p50_us = out.proxied.p50_us - out.direct.p50_us;
   out.ratio_p99 = out.proxied.p99_us / out.direct.p99_us;
   // 10,000 sessions: each call names its own conversation in _meta.
   const pid = proxied.transport.pid;
