@@ -34,7 +34,7 @@ pub mod listen;
 pub mod messages;
 pub mod stdio;
 
-use loopbrake_core::{Call, Engine, Outcome, Verdict};
+use loopbrake_core::{Call, Decision, Engine, Outcome, Verdict};
 use loopbrake_session::{SessionError, Sessions};
 use loopbrake_store::Store;
 use serde_json::{json, Value};
@@ -129,6 +129,31 @@ struct ToolCtx {
     call_id: String,
     advisories: Vec<String>,
     cancelled: bool,
+}
+
+/// A `tools/call` being judged.
+struct Judged {
+    id: Value,
+    key: String,
+    session: String,
+    call_id: String,
+    tool: String,
+    args: Value,
+    raw: String,
+}
+
+/// A judged `tools/call` that must wait before it is settled.
+enum Waiting {
+    /// The operator is asked through the client's elicitation.
+    Ask {
+        call: Judged,
+        decision: Box<Decision>,
+    },
+    /// Allowed, and the proxy runs it with its own fetcher.
+    Fetch {
+        call: Judged,
+        fetcher: Arc<loopbrake_fetch::Fetcher>,
+    },
 }
 
 struct Shared {
@@ -317,7 +342,11 @@ impl Shared {
         self.tool_call(id, params, raw).await;
     }
 
-    async fn tool_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
+    /// Judges a `tools/call` and, when the call needs no waiting (the usual case), finishes
+    /// it: forwarded, refused, or answered with an error. An ask (the client elicits) and
+    /// the proxy's own fetch tool continue in [`Shared::continue_call`]. Runs on the
+    /// reading task itself: no task hand-off on the path of an ordinary call.
+    fn judge_call(self: &Arc<Self>, id: Value, params: Value, raw: String) -> Option<Waiting> {
         self.reload();
         let key = id_key(&id);
         let session = self.session_for(&params);
@@ -349,7 +378,7 @@ impl Shared {
             args: &args,
         };
         let decided = self.with_sessions(|s| s.pre(&session, &call));
-        let mut decision = match decided {
+        let decision = match decided {
             Ok(d) => d,
             Err(SessionError::Engine(e)) => {
                 self.inflight().remove(&key);
@@ -357,7 +386,7 @@ impl Shared {
                     &id,
                     &messages::not_judged(&e.to_string()),
                 ));
-                return;
+                return None;
             }
             Err(SessionError::Store(problem)) => {
                 eprintln!("loopbrake mcp: could not judge a call of {tool}: {problem}");
@@ -369,43 +398,109 @@ impl Shared {
                 } else {
                     let _ = self.to_server.send(raw);
                 }
-                return;
+                return None;
             }
         };
-        let mut prefix = String::new();
-        if decision.verdict == Verdict::Ask {
-            let can_ask = self.client_elicits.load(Ordering::Relaxed);
-            let approved = if can_ask {
-                self.elicit(decision.message.as_deref().unwrap_or("")).await
-            } else {
-                prefix = messages::NO_APPROVAL_CHANNEL.to_string();
-                false
-            };
-            match self.with_sessions(|s| s.answer(&session, &call_id, approved)) {
-                Ok(d) => decision = d,
-                Err(_) => {
-                    decision.verdict = Verdict::Deny;
-                    decision.message = Some(messages::APPROVAL_NOT_RECORDED.into());
-                }
-            }
+        if decision.verdict == Verdict::Ask && self.client_elicits.load(Ordering::Relaxed) {
+            return Some(Waiting::Ask {
+                call: Judged {
+                    id,
+                    key,
+                    session,
+                    call_id,
+                    tool,
+                    args,
+                    raw,
+                },
+                decision: Box::new(decision),
+            });
         }
+        let prefix = if decision.verdict == Verdict::Ask {
+            // No way to ask: declined, and the refusal says why.
+            messages::NO_APPROVAL_CHANNEL
+        } else {
+            ""
+        };
+        let decision = if decision.verdict == Verdict::Ask {
+            self.answer(&session, &call_id, false, decision)
+        } else {
+            decision
+        };
+        self.settle(
+            Judged {
+                id,
+                key,
+                session,
+                call_id,
+                tool,
+                args,
+                raw,
+            },
+            decision,
+            prefix,
+        )
+    }
+
+    /// The operator's answer to an ask, recorded; a refusal when it cannot be recorded.
+    fn answer(&self, session: &str, call_id: &str, approved: bool, asked: Decision) -> Decision {
+        match self.with_sessions(|s| s.answer(session, call_id, approved)) {
+            Ok(d) => d,
+            Err(_) => Decision {
+                verdict: Verdict::Deny,
+                message: Some(messages::APPROVAL_NOT_RECORDED.into()),
+                ..asked
+            },
+        }
+    }
+
+    /// Acts on a final verdict: refuse, or forward (or run the proxy's own fetch tool,
+    /// which is returned to be awaited).
+    fn settle(&self, call: Judged, decision: Decision, prefix: &str) -> Option<Waiting> {
         match decision.verdict {
             Verdict::Deny | Verdict::Ask => {
-                self.inflight().remove(&key);
+                self.inflight().remove(&call.key);
                 let text = format!("{prefix}{}", decision.message.unwrap_or_default());
-                self.send_client(&Self::deny_result(&id, &text));
+                self.send_client(&Self::deny_result(&call.id, &text));
+                None
             }
             Verdict::Allow | Verdict::Advise => {
-                if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&key) {
+                if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&call.key) {
                     ctx.advisories = decision.advisories.into_iter().map(|a| a.text).collect();
                 }
-                match self.local_fetcher(&tool) {
-                    Some(fetcher) => self.local_fetch(fetcher, id, &session, &args).await,
+                match self.local_fetcher(&call.tool) {
+                    Some(fetcher) => Some(Waiting::Fetch { call, fetcher }),
                     None => {
-                        let _ = self.to_server.send(raw);
+                        let _ = self.to_server.send(call.raw);
+                        None
                     }
                 }
             }
+        }
+    }
+
+    /// The part of a `tools/call` that waits: the operator's answer, or the local fetch.
+    async fn continue_call(self: Arc<Self>, waiting: Waiting) {
+        let waiting = match waiting {
+            Waiting::Ask { call, decision } => {
+                let approved = self.elicit(decision.message.as_deref().unwrap_or("")).await;
+                let decision = self.answer(&call.session, &call.call_id, approved, *decision);
+                match self.settle(call, decision, "") {
+                    Some(next) => next,
+                    None => return,
+                }
+            }
+            fetch => fetch,
+        };
+        if let Waiting::Fetch { call, fetcher } = waiting {
+            self.local_fetch(fetcher, call.id, &call.session, &call.args)
+                .await;
+        }
+    }
+
+    /// A whole `tools/call`: judged, then continued if it must wait.
+    async fn tool_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
+        if let Some(waiting) = self.judge_call(id, params, raw) {
+            self.continue_call(waiting).await;
         }
     }
 
@@ -451,7 +546,7 @@ impl Shared {
         self.clone().finish(ctx, msg, None, outcome);
     }
 
-    async fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Value, raw: String) {
+    fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Value, raw: String) {
         let mut outcome = Outcome::default();
         if ctx.cancelled {
             outcome.aborted = Some(true);
@@ -714,7 +809,9 @@ where
                 match (method.as_deref(), id) {
                     (Some("tools/call"), Some(id)) => {
                         let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
-                        tokio::spawn(shared.clone().tool_call(id, params, line));
+                        if let Some(waiting) = shared.judge_call(id, params, line) {
+                            tokio::spawn(shared.clone().continue_call(waiting));
+                        }
                     }
                     (Some(m), Some(id)) => {
                         if m == "initialize" {
@@ -793,7 +890,7 @@ where
                 };
                 match pending {
                     Some(Pending::ToolCall(ctx)) => {
-                        tokio::spawn(shared.clone().tool_result(ctx, msg, line));
+                        shared.clone().tool_result(ctx, msg, line);
                     }
                     Some(Pending::Forwarded {
                         method: Forwarded::Initialize,
