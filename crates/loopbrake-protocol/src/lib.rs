@@ -3,6 +3,8 @@
 //!
 //! - [`event`]: parsing input events, with an error for every missing or mistyped field.
 //! - [`processor`]: the state machine (engines + a [`loopbrake_store::Store`]).
+//! - [`parallel`]: the same stream on several cores (sessions spread over processors),
+//!   with the output of one.
 //! - [`reader`]: input lines with a bound on their length.
 //! - [`import`]: recorded runs (trajectories, Claude Code, Codex) turned into events.
 //! - [`report`]: the replay report (text and HTML).
@@ -11,11 +13,13 @@
 pub mod event;
 /// The importers of recorded runs (the `loopbrake-import` crate).
 pub use loopbrake_import as import;
+pub mod parallel;
 pub mod processor;
 pub mod reader;
 pub mod report;
 pub mod settings;
 
+pub use parallel::run_sharded;
 pub use processor::{Handled, Processor, Record};
 
 use import::Importer;

@@ -409,17 +409,25 @@ impl Processor {
                 None => format!("unknown call id {:?}", clip(id)),
             }),
             [one] => Ok((*one).clone()),
-            many => Err(format!(
-                "call id {:?} is open in {} sessions ({}); name the session: add \"session\" to this event",
-                clip(id),
-                many.len(),
-                many.iter()
-                    .take(4)
-                    .map(|k| format!("{:?}", clip(k)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            many => Err(ambiguous(id, many)),
         }
+    }
+
+    /// The session keys where a call with this id is open.
+    pub fn open_keys(&self, id: &str) -> Vec<String> {
+        self.ids.get(id).cloned().unwrap_or_default()
+    }
+
+    /// The ids of every open call.
+    pub fn open_ids(&self) -> Vec<String> {
+        self.ids.keys().cloned().collect()
+    }
+
+    /// The error line of an `answer` or `result` naming no session, for a call id open in
+    /// several sessions (`keys`; the sharded replay finds them in several processors).
+    pub fn ambiguous_error(&mut self, line_no: u64, id: &str, keys: &[String]) -> Handled {
+        let keys: Vec<&String> = keys.iter().collect();
+        self.error(line_no, &ambiguous(id, &keys))
     }
 
     fn call(
@@ -649,6 +657,24 @@ fn decision_line(d: &Decision) -> String {
         settled: settled_out(&d.settled),
         degraded: None,
     })
+}
+
+/// "call id … is open in N sessions (…)": the sessions listed in sorted order, so that the
+/// message does not depend on how the sessions were spread over processors.
+fn ambiguous(id: &str, keys: &[&String]) -> String {
+    let mut sorted = keys.to_vec();
+    sorted.sort();
+    format!(
+        "call id {:?} is open in {} sessions ({}); name the session: add \"session\" to this event",
+        clip(id),
+        keys.len(),
+        sorted
+            .iter()
+            .take(4)
+            .map(|k| format!("{:?}", clip(k)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn clip(s: &str) -> String {

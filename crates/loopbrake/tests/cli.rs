@@ -196,6 +196,44 @@ fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
     assert!(resolved_gated.is_empty(), "{resolved_gated:?}");
 }
 
+/// `--jobs` spreads sessions over threads and changes nothing a user sees: the bundled
+/// corpus (as protocol events, its ids open in one session each, and as recorded runs with
+/// the report) gives byte-identical output with one thread and with three; 0 is refused.
+#[test]
+fn replay_output_is_the_same_whatever_the_number_of_jobs() {
+    let corpus = repo().join("examples/trajectories/calls.jsonl.gz");
+    let run = |args: &[&str]| {
+        let out = bin()
+            .arg("replay")
+            .args(args)
+            .arg(&corpus)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for extra in [
+        &["--from", "trajectory"][..],
+        &["--from", "trajectory", "--report"][..],
+    ] {
+        let one = run(&[extra, &["--jobs", "1"][..]].concat());
+        let three = run(&[extra, &["--jobs", "3"][..]].concat());
+        assert!(one.lines().count() > 10);
+        assert_eq!(one, three, "{extra:?}");
+    }
+    let zero = bin()
+        .args(["replay", "--jobs", "0"])
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&zero.stderr).contains("--jobs"),
+        "{}",
+        String::from_utf8_lossy(&zero.stderr)
+    );
+}
+
 #[test]
 fn the_html_report_is_self_contained() {
     let dir = tmpdir("cli", "html");

@@ -68,6 +68,10 @@ enum Command {
         /// Write the report as one self-contained HTML page.
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// Threads judging sessions side by side (default: one per core, at most 8). The
+        /// output is the same whatever the number; a store other than memory uses one.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: Option<u16>,
         /// Input files (gzip is read directly); `-` or none reads stdin.
         files: Vec<PathBuf>,
     },
@@ -244,12 +248,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             from,
             report,
             html,
+            jobs,
             files,
         } => replay::replay(
             cli.config.as_deref(),
-            from.as_deref(),
-            report,
-            html.as_deref(),
+            replay::Options {
+                from: from.as_deref(),
+                want_report: report,
+                html: html.as_deref(),
+                jobs,
+            },
             &files,
         ),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),

@@ -6,7 +6,7 @@ use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
 use loopbrake_protocol::import::{self, Importer};
 use loopbrake_protocol::report::Report;
-use loopbrake_protocol::{run, Handled, LineWriter, Processor, Sink};
+use loopbrake_protocol::{run, run_sharded, Handled, LineWriter, Processor, Sink};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -68,13 +68,34 @@ impl Sink for ReportSink<'_> {
     }
 }
 
+/// How `loopbrake replay` was asked to run.
+pub struct Options<'a> {
+    /// `--from`: the recorded-run format.
+    pub from: Option<&'a str>,
+    /// `--report`.
+    pub want_report: bool,
+    /// `--html`.
+    pub html: Option<&'a Path>,
+    /// `--jobs`.
+    pub jobs: Option<u16>,
+}
+
+/// Judging threads by default: one per core, at most 8.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 pub fn replay(
     config: Option<&Path>,
-    from: Option<&str>,
-    want_report: bool,
-    html: Option<&Path>,
+    opts: Options<'_>,
     files: &[PathBuf],
 ) -> Result<ExitCode, CliError> {
+    let Options {
+        from,
+        want_report,
+        html,
+        jobs,
+    } = opts;
     let s = settings::load(config)?;
     if let Some(f) = from {
         if !import::FORMATS.contains(&f) {
@@ -85,10 +106,23 @@ pub fn replay(
             .into());
         }
     }
-    let store = s.store.open(StoreKind::Memory, &process_env)?;
-    let mut processor = Processor::new(Engine::new(s.engine), store)
-        .with_fail_closed(s.store.fail_closed)
-        .with_call_digests(want_report || html.is_some());
+    // Sessions spread over threads, each thread with its own memory store; a shared store
+    // (SQLite, Redis) is replayed by one.
+    let jobs = if s.store.kind.unwrap_or(StoreKind::Memory) == StoreKind::Memory {
+        jobs.map_or_else(default_jobs, usize::from)
+    } else {
+        1
+    };
+    let engine = Engine::new(s.engine);
+    let mut processors = Vec::with_capacity(jobs);
+    for _ in 0..jobs {
+        let store = s.store.open(StoreKind::Memory, &process_env)?;
+        processors.push(
+            Processor::new(engine.clone(), store)
+                .with_fail_closed(s.store.fail_closed)
+                .with_call_digests(want_report || html.is_some()),
+        );
+    }
     let inputs: Vec<PathBuf> = if files.is_empty() {
         vec![PathBuf::from("-")]
     } else {
@@ -111,27 +145,22 @@ pub fn replay(
         }
         let mut importer: Option<Box<dyn Importer>> =
             from.and_then(|f| import::by_name(f, &path.display().to_string()));
-        let result = if want_report || html.is_some() {
-            let mut sink = ReportSink {
-                report: &mut report,
-            };
-            run(
-                input,
-                importer.as_deref_mut(),
-                &mut processor,
-                s.protocol.max_line_bytes,
-                &mut sink,
-            )
-        } else {
-            run(
-                input,
-                importer.as_deref_mut(),
-                &mut processor,
-                s.protocol.max_line_bytes,
-                &mut lines,
-            )
+        let mut sink = ReportSink {
+            report: &mut report,
         };
-        result.map_err(|e| -> CliError {
+        let sink: &mut dyn Sink = if want_report || html.is_some() {
+            &mut sink
+        } else {
+            &mut lines
+        };
+        let result = run_sharded(
+            input,
+            importer.as_deref_mut(),
+            std::mem::take(&mut processors),
+            s.protocol.max_line_bytes,
+            sink,
+        );
+        processors = result.map_err(|e| -> CliError {
             if e.kind() == io::ErrorKind::BrokenPipe {
                 // Our reader went away (`replay … | head`): not a read error.
                 e.into()
@@ -165,11 +194,16 @@ pub fn replay(
     io::stdout().flush()?;
     // An error line, or a call judged without the store (degraded): the replay did not
     // answer every event as configured.
-    Ok(if processor.errors() > 0 || processor.degraded() > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if processors
+            .iter()
+            .any(|p| p.errors() > 0 || p.degraded() > 0)
+        {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
