@@ -67,8 +67,10 @@ fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, Str
     }
 }
 
-fn outcome(v: &Value) -> Result<Outcome, String> {
-    let obj = v.as_object().ok_or("field `outcome` must be an object")?;
+fn outcome(v: Value) -> Result<Outcome, String> {
+    let Value::Object(obj) = v else {
+        return Err("field `outcome` must be an object".into());
+    };
     let mut o = Outcome::default();
     for (k, val) in obj {
         if val.is_null() {
@@ -90,7 +92,10 @@ fn outcome(v: &Value) -> Result<Outcome, String> {
             "error_code" => {
                 o.error_code = Some(val.as_str().ok_or_else(|| bad("a string"))?.to_string())
             }
-            "text" => o.text = Some(val.as_str().ok_or_else(|| bad("a string"))?.to_string()),
+            "text" => match val {
+                Value::String(t) => o.text = Some(t),
+                _ => return Err(bad("a string")),
+            },
             _ => {}
         }
     }
@@ -99,13 +104,21 @@ fn outcome(v: &Value) -> Result<Outcome, String> {
 
 /// Parses one event object.
 pub fn parse(v: &Value) -> Result<Event, String> {
-    let obj = v.as_object().ok_or("an event must be a JSON object")?;
+    parse_owned(v.clone())
+}
+
+/// Parses one event object, taking its parts (the arguments are not copied).
+pub fn parse_owned(v: Value) -> Result<Event, String> {
+    let Value::Object(mut obj) = v else {
+        return Err("an event must be a JSON object".into());
+    };
+    let obj = &mut obj;
     let kind = string_field(obj, "event")?;
     match kind.as_str() {
         "call" => {
-            let args = match obj.get("args") {
+            let args = match obj.remove("args") {
                 None => Value::Object(Map::new()),
-                Some(a) => a.clone(),
+                Some(a) => a,
             };
             if let Some(ts) = obj.get("ts") {
                 if !ts.is_null() && !ts.is_i64() && !ts.is_u64() {
@@ -131,7 +144,7 @@ pub fn parse(v: &Value) -> Result<Event, String> {
         }),
         "result" => Ok(Event::Result {
             id: string_field(obj, "id")?,
-            outcome: match obj.get("outcome") {
+            outcome: match obj.remove("outcome") {
                 None | Some(Value::Null) => Outcome::default(),
                 Some(o) => outcome(o)?,
             },

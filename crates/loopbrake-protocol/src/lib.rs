@@ -94,7 +94,7 @@ pub fn run(
             (Line::Ok(bytes), Some(imp)) => {
                 imp.feed(&bytes, &mut events);
                 for ev in events.drain(..) {
-                    let h = processor.handle_value(&ev, line_no);
+                    let h = processor.handle_owned(ev, line_no);
                     sink.handled(&h)?;
                 }
             }
@@ -103,7 +103,7 @@ pub fn run(
     if let Some(imp) = importer {
         imp.finish(&mut events);
         for ev in events.drain(..) {
-            let h = processor.handle_value(&ev, line_no);
+            let h = processor.handle_owned(ev, line_no);
             sink.handled(&h)?;
         }
     }

@@ -338,7 +338,7 @@ fn serve_shard(
         for w in batch {
             answers.push(match w {
                 Work::Line(no, bytes) => p.handle_line(&bytes, no),
-                Work::Event(no, v) => p.handle_value(&v, no),
+                Work::Event(no, v) => p.handle_owned(v, no),
                 Work::Error(no, msg) => p.error(no, &msg),
                 Work::Ambiguous(no, id, keys) => p.ambiguous_error(no, &id, &keys),
                 Work::OpenKeys(id, reply) => {

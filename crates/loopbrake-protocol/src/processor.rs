@@ -296,7 +296,7 @@ impl Processor {
                 )
             }
         };
-        self.handle_value(&value, line_no)
+        self.handle_owned(value, line_no)
     }
 
     /// Produces an error line for `line_no` (used for lines the reader refused too).
@@ -316,10 +316,15 @@ impl Processor {
 
     /// Handles one parsed event.
     pub fn handle_value(&mut self, value: &Value, line_no: u64) -> Handled {
+        self.handle_owned(value.clone(), line_no)
+    }
+
+    /// Handles one parsed event, taking it (its arguments and output are not copied).
+    pub fn handle_owned(&mut self, value: Value, line_no: u64) -> Handled {
         if let Some(engine) = self.reload.as_mut().and_then(|r| r()) {
             self.engine = engine;
         }
-        let ev = match event::parse(value) {
+        let ev = match event::parse_owned(value) {
             Ok(ev) => ev,
             Err(msg) => return self.error(line_no, &msg),
         };
