@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Replay of recorded runs, side by side in one run: loopbrake (progress on, and the seeds'
-# rules), the original JavaScript breaker (npm dsh-repeat-tool-breaker 0.5.2, through its
+# Replay of recorded runs, side by side in one run: loopbrake (progress on, on every core and
+# on one thread, and the seeds' rules), the original JavaScript breaker (npm dsh-repeat-tool-breaker 0.5.2, through its
 # real DSH hooks: crates/loopbrake/tests/e2e/original_breaker.mjs), and the floor, a bare
 # serde_json parse of every line of the same file. Median of five runs; peak RSS.
 # Usage: scripts/bench/replay_vs_original.sh [COPIES] (default 22: ~105k events, ~43 MB,
@@ -27,5 +27,6 @@ measure() { # label, command... (stdin from the events file)
 }
 measure parse_only target/release/examples/parse_only /dev/stdin
 measure loopbrake target/release/loopbrake replay /dev/stdin
+measure loopbrake_one_thread target/release/loopbrake replay --jobs 1 /dev/stdin
 measure loopbrake_seed_rules target/release/loopbrake replay --config "$tmp/seed.toml" /dev/stdin
 measure original_js node crates/loopbrake/tests/e2e/original_breaker.mjs "$nm"
