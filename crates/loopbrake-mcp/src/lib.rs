@@ -401,44 +401,27 @@ impl Shared {
                 return None;
             }
         };
-        if decision.verdict == Verdict::Ask && self.client_elicits.load(Ordering::Relaxed) {
+        let call = Judged {
+            id,
+            key,
+            session,
+            call_id,
+            tool,
+            args,
+            raw,
+        };
+        if decision.verdict != Verdict::Ask {
+            return self.settle(call, decision, "");
+        }
+        if self.client_elicits.load(Ordering::Relaxed) {
             return Some(Waiting::Ask {
-                call: Judged {
-                    id,
-                    key,
-                    session,
-                    call_id,
-                    tool,
-                    args,
-                    raw,
-                },
+                call,
                 decision: Box::new(decision),
             });
         }
-        let prefix = if decision.verdict == Verdict::Ask {
-            // No way to ask: declined, and the refusal says why.
-            messages::NO_APPROVAL_CHANNEL
-        } else {
-            ""
-        };
-        let decision = if decision.verdict == Verdict::Ask {
-            self.answer(&session, &call_id, false, decision)
-        } else {
-            decision
-        };
-        self.settle(
-            Judged {
-                id,
-                key,
-                session,
-                call_id,
-                tool,
-                args,
-                raw,
-            },
-            decision,
-            prefix,
-        )
+        // No way to ask: declined, and the refusal says why.
+        let decision = self.answer(&call.session, &call.call_id, false, decision);
+        self.settle(call, decision, messages::NO_APPROVAL_CHANNEL)
     }
 
     /// The operator's answer to an ask, recorded; a refusal when it cannot be recorded.

@@ -64,14 +64,24 @@ impl<W: Write> Sink for LineWriter<W> {
     }
 }
 
-/// Streams `input` through the processor: protocol lines, or, with an importer,
-/// recorded-run lines turned into events. Memory stays bounded by the open sessions.
-pub fn run(
+/// One unit of input, in order: a protocol line, a line over the length limit, or an event
+/// an importer made of a recorded-run line.
+pub(crate) enum Input {
+    /// A protocol line (its number, its bytes).
+    Line(u64, Vec<u8>),
+    /// A protocol line longer than the limit (its number, the error message).
+    TooLong(u64, String),
+    /// An event made by the importer from the line with this number.
+    Event(u64, serde_json::Value, usize),
+}
+
+/// Reads `input` (through `importer`, when given) and hands each unit to `each`. With an
+/// importer, `Event` carries the share of its line's bytes (for memory accounting).
+pub(crate) fn read_input(
     input: impl BufRead,
     mut importer: Option<&mut (dyn Importer + '_)>,
-    processor: &mut Processor,
     max_line: usize,
-    sink: &mut dyn Sink,
+    each: &mut dyn FnMut(Input) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut lines = LineReader::new(input, max_line);
     let mut line_no: u64 = 0;
@@ -79,23 +89,17 @@ pub fn run(
     while let Some(line) = lines.next_line()? {
         line_no += 1;
         match (line, importer.as_deref_mut()) {
-            (Line::TooLong(n), None) => {
-                let h = processor.error(
-                    line_no,
-                    &format!("line is {n} bytes, longer than the maximum of {max_line}"),
-                );
-                sink.handled(&h)?;
-            }
+            (Line::TooLong(n), None) => each(Input::TooLong(
+                line_no,
+                format!("line is {n} bytes, longer than the maximum of {max_line}"),
+            ))?,
             (Line::TooLong(_), Some(imp)) => imp.warn("lines longer than the maximum"),
-            (Line::Ok(bytes), None) => {
-                let h = processor.handle_line(&bytes, line_no);
-                sink.handled(&h)?;
-            }
+            (Line::Ok(bytes), None) => each(Input::Line(line_no, bytes))?,
             (Line::Ok(bytes), Some(imp)) => {
                 imp.feed(&bytes, &mut events);
+                let share = bytes.len() / events.len().max(1);
                 for ev in events.drain(..) {
-                    let h = processor.handle_owned(ev, line_no);
-                    sink.handled(&h)?;
+                    each(Input::Event(line_no, ev, share))?;
                 }
             }
         }
@@ -103,9 +107,27 @@ pub fn run(
     if let Some(imp) = importer {
         imp.finish(&mut events);
         for ev in events.drain(..) {
-            let h = processor.handle_owned(ev, line_no);
-            sink.handled(&h)?;
+            each(Input::Event(line_no, ev, 0))?;
         }
     }
     Ok(())
+}
+
+/// Streams `input` through the processor: protocol lines, or, with an importer,
+/// recorded-run lines turned into events. Memory stays bounded by the open sessions.
+pub fn run(
+    input: impl BufRead,
+    importer: Option<&mut (dyn Importer + '_)>,
+    processor: &mut Processor,
+    max_line: usize,
+    sink: &mut dyn Sink,
+) -> io::Result<()> {
+    read_input(input, importer, max_line, &mut |item| {
+        let h = match item {
+            Input::Line(no, bytes) => processor.handle_line(&bytes, no),
+            Input::TooLong(no, msg) => processor.error(no, &msg),
+            Input::Event(no, ev, _) => processor.handle_owned(ev, no),
+        };
+        sink.handled(&h)
+    })
 }

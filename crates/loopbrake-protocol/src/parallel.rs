@@ -20,7 +20,7 @@
 
 use crate::import::Importer;
 use crate::processor::{Handled, Processor};
-use crate::reader::{Line, LineReader};
+use crate::Input;
 use crate::Sink;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
@@ -364,7 +364,7 @@ fn serve_shard(
 /// this is [`crate::run`].
 pub fn run_sharded(
     input: impl BufRead,
-    mut importer: Option<&mut (dyn Importer + '_)>,
+    importer: Option<&mut (dyn Importer + '_)>,
     mut processors: Vec<Processor>,
     max_line: usize,
     sink: &mut dyn Sink,
@@ -401,43 +401,17 @@ pub fn run_sharded(
         let read = (|| -> io::Result<()> {
             // The processors may hold open calls from an earlier input.
             router.rebuild()?;
-            let mut lines = LineReader::new(input, max_line);
-            let mut line_no: u64 = 0;
-            let mut events = Vec::new();
-            while let Some(line) = lines.next_line()? {
-                line_no += 1;
-                match (line, importer.as_deref_mut()) {
-                    (Line::TooLong(n), None) => {
-                        let msg =
-                            format!("line is {n} bytes, longer than the maximum of {max_line}");
-                        router.send(0, 0, Work::Error(line_no, msg))?;
-                    }
-                    (Line::TooLong(_), Some(imp)) => imp.warn("lines longer than the maximum"),
-                    (Line::Ok(bytes), None) => {
-                        let r = serde_json::from_slice::<Route>(&bytes).unwrap_or_default();
-                        let size = bytes.len();
-                        router.route(r, line_no, size, Work::Line(line_no, bytes))?;
-                    }
-                    (Line::Ok(bytes), Some(imp)) => {
-                        imp.feed(&bytes, &mut events);
-                        let size = bytes.len() / events.len().max(1);
-                        for ev in events.drain(..) {
-                            router.route(
-                                Route::of_value(&ev),
-                                line_no,
-                                size,
-                                Work::Event(line_no, ev),
-                            )?;
-                        }
-                    }
+            crate::read_input(input, importer, max_line, &mut |item| match item {
+                Input::Line(no, bytes) => {
+                    let r = serde_json::from_slice::<Route>(&bytes).unwrap_or_default();
+                    let size = bytes.len();
+                    router.route(r, no, size, Work::Line(no, bytes))
                 }
-            }
-            if let Some(imp) = importer {
-                imp.finish(&mut events);
-                for ev in events.drain(..) {
-                    router.route(Route::of_value(&ev), line_no, 0, Work::Event(line_no, ev))?;
+                Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
+                Input::Event(no, ev, size) => {
+                    router.route(Route::of_value(&ev), no, size, Work::Event(no, ev))
                 }
-            }
+            })?;
             router.drain()
         })();
         // Closing the queues ends the shards (after the lines already queued, if reading
