@@ -3,7 +3,7 @@
 floor of starting a trivial process (`/bin/true`), and the throughput of parallel hooks on one
 session.
 
-Usage: hooks.py [RUNS] LABEL=PATH/TO/loopbrake [LABEL=PATH ...]   (or just PATH)
+Usage: hooks.py [RUNS] LABEL=PATH/TO/loopbrake [LABEL=PATH ...]   (or just PATH [RUNS])
 Every run of the loop times `/bin/true`, then, for each binary in turn, `--version`, a
 PreToolUse and its PostToolUse: the floor and every binary see the same machine. Each
 invocation is timed from spawn to exit, with the payload on stdin read from a file, as Claude
@@ -19,8 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 args = sys.argv[1:]
 runs = 300
-if args and args[0].isdigit():
-    runs = int(args.pop(0))
+# RUNS may come first or last (`hooks.py PATH 300`, as older notes in BENCHMARKS.md run it).
+for a in [a for a in args if a.isdigit()]:
+    runs = int(a)
+    args.remove(a)
 if not args:
     sys.exit(__doc__)
 binaries = []
