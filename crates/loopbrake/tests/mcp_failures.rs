@@ -218,3 +218,137 @@ fn calls_too_deep_to_judge_follow_the_failure_policy() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The relay's own stdin and stdout come in every kind clients give: a socket pair (Node
+/// clients; waited on in the reactor, here one socket for both), pipes, a pipe shared by
+/// stdout and stderr (left to tokio's writer, so stderr never turns non-blocking), and
+/// regular files (tokio's blocking reader and writer). Each answers the same session: the
+/// first two identical calls run, the third is refused.
+#[test]
+fn the_relay_answers_over_sockets_pipes_a_shared_pipe_and_files() {
+    use std::os::unix::net::UnixStream;
+    let input: String = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(7),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "work", "arguments": {"n": 7}}}),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "work", "arguments": {"n": 7}}}),
+    ]
+    .iter()
+    .map(|v| format!("{v}\n"))
+    .collect();
+    // `shared`: through `sh -c 'exec … 2>&1'`, so that stderr is the very pipe stdout is.
+    let proxy_with = |shared: bool| {
+        let mut c = if shared {
+            let mut sh = Command::new("sh");
+            sh.args([
+                "-c",
+                r#"exec "$0" "$@" 2>&1"#,
+                env!("CARGO_BIN_EXE_loopbrake"),
+            ]);
+            sh
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        };
+        c.args(["mcp", "--", "python3"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
+            .arg("ok")
+            .env_remove("LOOPBRAKE_CONFIG")
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .env("HOME", "/nonexistent");
+        c
+    };
+    let proxy = || proxy_with(false);
+    // Answers by id, whatever their order.
+    let check = |kind: &str, out: &str| {
+        let answers: std::collections::HashMap<u64, Value> = out
+            .lines()
+            // (a shared pipe may carry stderr's lines too)
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| Some((v["id"].as_u64()?, v)))
+            .collect();
+        assert_eq!(answers.len(), 4, "{kind}: {out}");
+        assert_eq!(
+            answers[&7]["result"]["content"][0]["text"], "done",
+            "{kind}"
+        );
+        assert_eq!(
+            answers[&8]["result"]["content"][0]["text"], "done",
+            "{kind}"
+        );
+        assert_eq!(answers[&9]["result"]["isError"], true, "{kind}");
+        assert!(
+            answers[&9].to_string().contains("called 3 times in a row"),
+            "{kind}: {}",
+            answers[&9]
+        );
+    };
+    let read_until = |r: &mut dyn std::io::Read| {
+        // Reads until the fourth answer (the relay keeps a socket open until its peer closes).
+        let mut out = String::new();
+        let mut r = BufReader::new(r);
+        while out.lines().filter(|l| l.contains("\"id\"")).count() < 4 {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            out.push_str(&line);
+        }
+        out
+    };
+
+    // A socket pair, one socket for stdin and stdout.
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    ours.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut child = proxy()
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(
+            theirs.try_clone().unwrap(),
+        )))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ours.write_all(input.as_bytes()).unwrap();
+    let out = read_until(&mut ours);
+    ours.shutdown(std::net::Shutdown::Write).unwrap();
+    check("socket pair", &out);
+    assert!(child.wait().unwrap().success());
+
+    // Pipes; then stdout and stderr one pipe.
+    for shared in [false, true] {
+        let mut child = proxy_with(shared)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let out = read_until(&mut stdout);
+        check(if shared { "shared pipe" } else { "pipes" }, &out);
+        assert!(child.wait().unwrap().success());
+    }
+
+    // Regular files.
+    let dir = std::env::temp_dir().join(format!("lb-relay-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("in.jsonl"), &input).unwrap();
+    let status = proxy()
+        .stdin(std::fs::File::open(dir.join("in.jsonl")).unwrap())
+        .stdout(std::fs::File::create(dir.join("out.jsonl")).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    check(
+        "files",
+        &std::fs::read_to_string(dir.join("out.jsonl")).unwrap(),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
