@@ -401,7 +401,7 @@ pub fn run_sharded(
         let read = (|| -> io::Result<()> {
             // The processors may hold open calls from an earlier input.
             router.rebuild()?;
-            crate::read_input(input, importer, max_line, &mut |item| match item {
+            let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
                 Input::Line(no, bytes) => {
                     let r = serde_json::from_slice::<Route>(&bytes).unwrap_or_default();
                     let size = bytes.len();
@@ -411,8 +411,11 @@ pub fn run_sharded(
                 Input::Event(no, ev, size) => {
                     router.route(Route::of_value(&ev), no, size, Work::Event(no, ev))
                 }
-            })?;
-            router.drain()
+            });
+            // Whatever stopped the input (a read error, say), the lines read before it are
+            // answered, as one processor would have answered them.
+            let drained = router.drain();
+            fed.and(drained)
         })();
         // Closing the queues ends the shards (after the lines already queued, if reading
         // stopped early).

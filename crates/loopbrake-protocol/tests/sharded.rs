@@ -172,3 +172,35 @@ fn an_importer_stream_is_sharded_in_order() {
     assert!(one.0.len() > 4000);
     assert_eq!(many.0, one.0);
 }
+
+/// Input that fails part-way (a truncated download, a bad disk): the lines before the failure
+/// are answered as one processor answers them, and the error comes back.
+#[test]
+fn a_read_error_keeps_the_answers_to_the_lines_before_it() {
+    struct Failing(std::io::Cursor<Vec<u8>>);
+    impl std::io::Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(100);
+            match std::io::Read::read(&mut self.0, &mut buf[..n])? {
+                0 => Err(std::io::Error::other("the disk went away")),
+                n => Ok(n),
+            }
+        }
+    }
+    let lines: Vec<String> = (0..300)
+        .map(|i| json!({"event": "call", "session": format!("s{}", i % 7), "id": format!("{i}"), "tool": "bash", "args": {"command": "ls"}}).to_string())
+        .collect();
+    let input = format!("{}\n", lines.join("\n")).into_bytes();
+    let reader = || std::io::BufReader::new(Failing(std::io::Cursor::new(input.clone())));
+    let mut one = Lines(Vec::new());
+    let err = run(reader(), None, &mut processor(), 1 << 20, &mut one).unwrap_err();
+    assert_eq!(err.to_string(), "the disk went away");
+    assert_eq!(one.0.len(), 300);
+    let mut many = Lines(Vec::new());
+    let ps = (0..3).map(|_| processor()).collect();
+    let Err(err) = run_sharded(reader(), None, ps, 1 << 20, &mut many) else {
+        panic!("the read error was lost");
+    };
+    assert_eq!(err.to_string(), "the disk went away");
+    assert_eq!(many.0, one.0);
+}
