@@ -11,14 +11,44 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// What `loopbrake mcp` was asked to do.
+/// What `loopbrake mcp` was asked to do (its command-line arguments).
+#[derive(Debug, clap::Args)]
 pub struct Server {
+    /// The session of calls whose `_meta` names no conversation (default: one per
+    /// proxy process). Proxies that share a store and a session count together.
+    #[arg(long, env = "LOOPBRAKE_SESSION")]
     pub session: Option<String>,
+    /// Seconds the operator has to answer an ask (through the client's elicitation).
+    #[arg(long, default_value_t = 120)]
     pub ask_timeout: u64,
+    /// A Streamable HTTP server's endpoint (e.g. http://127.0.0.1:3001/mcp) instead
+    /// of a command.
+    #[arg(long, conflicts_with = "command")]
     pub url: Option<String>,
+    /// Offer `web_fetch_file` (fetch a URL to a file under the working directory, per
+    /// `[fetch]`) next to the server's tools, and send shell fetches to it. With no
+    /// server command or --url, serve only that tool.
+    #[arg(long)]
     pub fetch_tool: bool,
+    /// Serve MCP's Streamable HTTP transport at http://ADDR/mcp instead of stdio: each
+    /// client session gets its own server (and loopbrake session).
+    #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+    /// With --listen: require `Authorization: Bearer TOKEN` on every request (needed to
+    /// listen beyond loopback).
+    #[arg(
+        long,
+        env = "LOOPBRAKE_MCP_TOKEN",
+        hide_env_values = true,
+        requires = "listen"
+    )]
     pub token: Option<String>,
+    /// The server's command and arguments, after `--`.
+    #[arg(
+        last = true,
+        required_unless_present_any = ["url", "fetch_tool"],
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 

@@ -57,24 +57,7 @@ enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Replay protocol events (or recorded runs) through the engines: one output line per event.
-    Replay {
-        /// Read recorded runs in this format instead of protocol events:
-        /// trajectory, claude-code or codex.
-        #[arg(long, value_name = "FORMAT")]
-        from: Option<String>,
-        /// Print a summary for people instead of protocol lines.
-        #[arg(long)]
-        report: bool,
-        /// Write the report as one self-contained HTML page.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-        /// Threads judging sessions side by side (default: one per core, at most 8). The
-        /// output is the same whatever the number; a store other than memory uses one.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-        jobs: Option<u16>,
-        /// Input files (gzip is read directly); `-` or none reads stdin.
-        files: Vec<PathBuf>,
-    },
+    Replay(replay::Args),
     /// Serve the protocol as a long-running sidecar: one answer line per event, at once.
     Serve {
         /// Speak the protocol on stdin/stdout.
@@ -113,44 +96,7 @@ enum Command {
     },
     /// Put loopbrake in front of an MCP server: speak MCP on stdio to the client, run
     /// the server as a child, and judge every tools/call.
-    Mcp {
-        /// The session of calls whose `_meta` names no conversation (default: one per
-        /// proxy process). Proxies that share a store and a session count together.
-        #[arg(long, env = "LOOPBRAKE_SESSION")]
-        session: Option<String>,
-        /// Seconds the operator has to answer an ask (through the client's elicitation).
-        #[arg(long, default_value_t = 120)]
-        ask_timeout: u64,
-        /// A Streamable HTTP server's endpoint (e.g. http://127.0.0.1:3001/mcp) instead
-        /// of a command.
-        #[arg(long, conflicts_with = "command")]
-        url: Option<String>,
-        /// Offer `web_fetch_file` (fetch a URL to a file under the working directory, per
-        /// `[fetch]`) next to the server's tools, and send shell fetches to it. With no
-        /// server command or --url, serve only that tool.
-        #[arg(long)]
-        fetch_tool: bool,
-        /// Serve MCP's Streamable HTTP transport at http://ADDR/mcp instead of stdio: each
-        /// client session gets its own server (and loopbrake session).
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<std::net::SocketAddr>,
-        /// With --listen: require `Authorization: Bearer TOKEN` on every request (needed to
-        /// listen beyond loopback).
-        #[arg(
-            long,
-            env = "LOOPBRAKE_MCP_TOKEN",
-            hide_env_values = true,
-            requires = "listen"
-        )]
-        token: Option<String>,
-        /// The server's command and arguments, after `--`.
-        #[arg(
-            last = true,
-            required_unless_present_any = ["url", "fetch_tool"],
-            value_name = "COMMAND"
-        )]
-        command: Vec<String>,
-    },
+    Mcp(mcp::Server),
     /// Serve the dashboard: live sessions, their recent decisions, and the settings form.
     Ui {
         /// Address to listen on (beyond loopback only with a token).
@@ -244,44 +190,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Config(ConfigCommand::Default) => config::default(),
         Command::Explain { tool, args } => explain::run(cli.config.as_deref(), &tool, &args),
-        Command::Replay {
-            from,
-            report,
-            html,
-            jobs,
-            files,
-        } => replay::replay(
-            cli.config.as_deref(),
-            replay::Options {
-                from: from.as_deref(),
-                want_report: report,
-                html: html.as_deref(),
-                jobs,
-            },
-            &files,
-        ),
+        Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
         Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
-        Command::Mcp {
-            session,
-            ask_timeout,
-            url,
-            fetch_tool,
-            listen,
-            token,
-            command,
-        } => mcp::run(
-            cli.config.as_deref(),
-            mcp::Server {
-                session,
-                ask_timeout,
-                url,
-                fetch_tool,
-                listen,
-                token,
-                command,
-            },
-        ),
+        Command::Mcp(server) => mcp::run(cli.config.as_deref(), server),
         Command::Init {
             dialect,
             user: _,

@@ -68,16 +68,25 @@ impl Sink for ReportSink<'_> {
     }
 }
 
-/// How `loopbrake replay` was asked to run.
-pub struct Options<'a> {
-    /// `--from`: the recorded-run format.
-    pub from: Option<&'a str>,
-    /// `--report`.
-    pub want_report: bool,
-    /// `--html`.
-    pub html: Option<&'a Path>,
-    /// `--jobs`.
+/// How `loopbrake replay` was asked to run (its command-line arguments).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Read recorded runs in this format instead of protocol events:
+    /// trajectory, claude-code or codex.
+    #[arg(long, value_name = "FORMAT")]
+    pub from: Option<String>,
+    /// Print a summary for people instead of protocol lines.
+    #[arg(long)]
+    pub report: bool,
+    /// Write the report as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Threads judging sessions side by side (default: one per core, at most 8). The
+    /// output is the same whatever the number; a store other than memory uses one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: Option<u16>,
+    /// Input files (gzip is read directly); `-` or none reads stdin.
+    pub files: Vec<PathBuf>,
 }
 
 /// Judging threads by default: one per core, at most 8.
@@ -85,17 +94,15 @@ fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
-pub fn replay(
-    config: Option<&Path>,
-    opts: Options<'_>,
-    files: &[PathBuf],
-) -> Result<ExitCode, CliError> {
-    let Options {
+pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
+    let Args {
         from,
-        want_report,
+        report: want_report,
         html,
         jobs,
-    } = opts;
+        files,
+    } = args;
+    let (from, html) = (from.as_deref(), html.as_deref());
     let s = settings::load(config)?;
     if let Some(f) = from {
         if !import::FORMATS.contains(&f) {
