@@ -2,6 +2,8 @@
 //! the proxy stops with a clear message; nothing hangs. Uses a misbehaving fake server
 //! (`tests/e2e/fake_mcp_server.py`, Python only).
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -19,16 +21,24 @@ fn start(mode: &str) -> Proxy {
     start_with(mode, None)
 }
 
-fn start_with(mode: &str, config: Option<&Path>) -> Proxy {
+/// `loopbrake mcp` in front of the fake server in `mode`, isolated from the developer's
+/// own configuration.
+fn proxy_command(mode: &str, config: Option<&Path>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
     if let Some(c) = config {
         cmd.arg("--config").arg(c);
     }
-    let mut child = cmd
-        .args(["mcp", "--", "python3"])
+    cmd.args(["mcp", "--", "python3"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
         .arg(mode)
         .env_remove("LOOPBRAKE_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .env("HOME", "/nonexistent");
+    cmd
+}
+
+fn start_with(mode: &str, config: Option<&Path>) -> Proxy {
+    let mut child = proxy_command(mode, config)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -171,8 +181,7 @@ fn calls_too_deep_to_judge_follow_the_failure_policy() {
         stdin.flush().unwrap();
     };
 
-    let dir = std::env::temp_dir().join(format!("lb-mcp-deep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tmpdir("mcp-failures", "deep");
     let closed = dir.join("closed.toml");
     std::fs::write(&closed, "[store]\nfail_closed = true\n").unwrap();
     let mut p = start_with("ok", Some(&closed));
@@ -239,24 +248,17 @@ fn the_relay_answers_over_sockets_pipes_a_shared_pipe_and_files() {
     .collect();
     // `shared`: through `sh -c 'exec … 2>&1'`, so that stderr is the very pipe stdout is.
     let proxy_with = |shared: bool| {
-        let mut c = if shared {
-            let mut sh = Command::new("sh");
-            sh.args([
-                "-c",
-                r#"exec "$0" "$@" 2>&1"#,
-                env!("CARGO_BIN_EXE_loopbrake"),
-            ]);
-            sh
-        } else {
-            Command::new(env!("CARGO_BIN_EXE_loopbrake"))
-        };
-        c.args(["mcp", "--", "python3"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
-            .arg("ok")
+        let direct = proxy_command("ok", None);
+        if !shared {
+            return direct;
+        }
+        let mut sh = Command::new("sh");
+        sh.args(["-c", r#"exec "$0" "$@" 2>&1"#])
+            .arg(direct.get_program())
+            .args(direct.get_args())
             .env_remove("LOOPBRAKE_CONFIG")
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .env("HOME", "/nonexistent");
-        c
+            .envs(direct.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        sh
     };
     let proxy = || proxy_with(false);
     // Answers by id, whatever their order.
@@ -336,8 +338,7 @@ fn the_relay_answers_over_sockets_pipes_a_shared_pipe_and_files() {
     }
 
     // Regular files.
-    let dir = std::env::temp_dir().join(format!("lb-relay-files-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::tmpdir("mcp-failures", "relay-files");
     std::fs::write(dir.join("in.jsonl"), &input).unwrap();
     let status = proxy()
         .stdin(std::fs::File::open(dir.join("in.jsonl")).unwrap())
