@@ -45,14 +45,10 @@ enum Kind {
     Other,
 }
 
-/// What `fd` is, and its identity (device, inode).
-fn kind(fd: BorrowedFd<'_>) -> (Kind, Option<(u64, u64)>) {
-    let Ok(owned) = fd.try_clone_to_owned() else {
-        return (Kind::Other, None);
-    };
-    let Ok(meta) = std::fs::File::from(owned).metadata() else {
-        return (Kind::Other, None);
-    };
+/// A duplicate of `fd`, what it is, and its identity (device, inode).
+fn open(fd: BorrowedFd<'_>) -> io::Result<(OwnedFd, Kind, (u64, u64))> {
+    let file = std::fs::File::from(fd.try_clone_to_owned()?);
+    let meta = file.metadata()?;
     let ty = meta.file_type();
     let kind = if ty.is_socket() {
         Kind::Socket
@@ -61,7 +57,7 @@ fn kind(fd: BorrowedFd<'_>) -> (Kind, Option<(u64, u64)>) {
     } else {
         Kind::Other
     };
-    (kind, Some((meta.dev(), meta.ino())))
+    Ok((OwnedFd::from(file), kind, (meta.dev(), meta.ino())))
 }
 
 fn socket(fd: OwnedFd) -> io::Result<tokio::net::UnixStream> {
@@ -72,10 +68,9 @@ fn socket(fd: OwnedFd) -> io::Result<tokio::net::UnixStream> {
 
 /// The relay's standard input; must be called inside a tokio runtime (with I/O enabled).
 pub fn stdin() -> Stdin {
-    let fd = io::stdin();
     let attempt = || -> io::Result<Option<Stdin>> {
-        let owned = fd.as_fd().try_clone_to_owned()?;
-        Ok(match kind(fd.as_fd()).0 {
+        let (owned, kind, _) = open(io::stdin().as_fd())?;
+        Ok(match kind {
             Kind::Socket => Some(Stdin::Socket(socket(owned)?)),
             Kind::Pipe => Some(Stdin::Pipe(
                 tokio::net::unix::pipe::Receiver::from_owned_fd(owned)?,
@@ -91,18 +86,17 @@ pub fn stdin() -> Stdin {
 
 /// The relay's standard output; must be called inside a tokio runtime (with I/O enabled).
 pub fn stdout() -> Stdout {
-    let out = io::stdout();
     let attempt = || -> io::Result<Option<Stdout>> {
-        let (k, id) = kind(out.as_fd());
-        let (_, err_id) = kind(io::stderr().as_fd());
-        if k == Kind::Other || id.is_none() || id == err_id {
-            return Ok(None);
-        }
-        let owned = out.as_fd().try_clone_to_owned()?;
-        Ok(Some(match k {
-            Kind::Socket => Stdout::Socket(socket(owned)?),
-            _ => Stdout::Pipe(tokio::net::unix::pipe::Sender::from_owned_fd(owned)?),
-        }))
+        let (owned, kind, id) = open(io::stdout().as_fd())?;
+        let shared = open(io::stderr().as_fd()).is_ok_and(|(_, _, err)| err == id);
+        Ok(match kind {
+            _ if shared => None,
+            Kind::Socket => Some(Stdout::Socket(socket(owned)?)),
+            Kind::Pipe => Some(Stdout::Pipe(tokio::net::unix::pipe::Sender::from_owned_fd(
+                owned,
+            )?)),
+            Kind::Other => None,
+        })
     };
     match attempt() {
         Ok(Some(s)) => s,
