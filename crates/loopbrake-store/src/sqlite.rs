@@ -112,10 +112,6 @@ impl SqliteStore {
             }
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| err(e.to_string()))?;
-            if let Ok(n) = std::env::var("LB_AUTOCKPT") {
-                conn.pragma_update(None, "wal_autocheckpoint", n.parse::<i64>().unwrap())
-                    .unwrap();
-            }
             bound_wal(&conn, path);
             return Ok(SqliteStore {
                 path: path.to_path_buf(),
@@ -230,11 +226,7 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
 fn bound_wal(conn: &Connection, path: &Path) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let lim = std::env::var("LB_WALLIMIT")
-        .ok()
-        .map(|v| v.parse::<u64>().unwrap())
-        .unwrap_or(WAL_LIMIT_BYTES);
-    let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > lim);
+    let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_LIMIT_BYTES);
     if big {
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
