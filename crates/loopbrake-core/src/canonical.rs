@@ -91,6 +91,29 @@ pub fn call_digest(tool: &str, args: &Value) -> Result<[u8; 32], CanonicalError>
     Ok(sink.finish())
 }
 
+/// The digest of a call with decoy keys left out of its arguments (as in
+/// [`canonical_args_without`]): `sha256(tool + "\n" + canonical_args_without(args, skip))`.
+/// With nothing skipped and object arguments it equals [`call_digest`].
+pub fn call_digest_without(
+    tool: &str,
+    args: &Value,
+    skip: impl Fn(&str) -> bool,
+) -> Result<[u8; 32], CanonicalError> {
+    let mut sink = HashSink::new();
+    sink.put(tool.as_bytes());
+    sink.put(b"\n");
+    match args {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> =
+                map.iter().filter(|(k, _)| !skip(k)).collect();
+            entries.sort_by(|a, b| utf16_cmp(a.0, b.0));
+            write_entries(&mut sink, entries, 0)?;
+        }
+        other => write_value(&mut sink, other, 0)?,
+    }
+    Ok(sink.finish())
+}
+
 /// The call hash as 64 lowercase hex characters.
 ///
 /// ```

@@ -362,6 +362,21 @@ impl Engine {
         out
     }
 
+    /// The digest the streak brake counts: the full call digest in seed mode, the digest
+    /// without the breaker's decoy keys with the progress signal on.
+    fn streak_digest(&self, call: &Call<'_>, full: &[u8; 32]) -> Result<[u8; 32], EngineError> {
+        if !self.streak.config().progress() {
+            return Ok(*full);
+        }
+        let ignored = self.breaker.config().ignored_keys(call.tool);
+        match call.args {
+            Value::Object(map) if map.keys().any(|k| ignored(k)) => Ok(
+                crate::canonical::call_digest_without(call.tool, call.args, ignored)?,
+            ),
+            _ => Ok(*full),
+        }
+    }
+
     /// Before a call runs.
     ///
     /// ```
@@ -406,12 +421,16 @@ impl Engine {
             st.note(&d, call.tool);
             return Ok(d);
         }
+        // In loopbrake mode the streak's identity leaves out the decoys the breaker strips
+        // (a shell tool's fresh `description` or `timeout` around the same command); seed
+        // mode keeps the seed's hash of the full arguments.
+        let streak_digest = self.streak_digest(call, &full)?;
         match self.streak.check_hashed(
             &mut st.streak,
             call.session,
             Some(call.id),
             call.tool,
-            &full,
+            &streak_digest,
         ) {
             StreakVerdict::Refuse(err) => {
                 d.verdict = Verdict::Deny;

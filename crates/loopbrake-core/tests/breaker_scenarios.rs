@@ -173,7 +173,7 @@ fn again(s: &mut Session, i: usize) -> Decision {
 
 #[test]
 fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
-    let mut s = Session::new(json!({}));
+    let mut s = Session::new(json!({"streak": {"enabled": false}}));
     repeated(&mut s, 11);
     let d = again(&mut s, 11);
     assert_eq!(d.verdict, Verdict::Ask);
@@ -215,7 +215,7 @@ fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
 
 #[test]
 fn a_declined_ask_denies_and_is_not_asked_again() {
-    let mut s = Session::new(json!({}));
+    let mut s = Session::new(json!({"streak": {"enabled": false}}));
     repeated(&mut s, 11);
     assert_eq!(again(&mut s, 11).verdict, Verdict::Ask);
     let id = s.last_id();
@@ -233,7 +233,7 @@ fn a_declined_ask_denies_and_is_not_asked_again() {
 
 #[test]
 fn an_unanswered_ask_fails_closed() {
-    let mut s = Session::new(json!({}));
+    let mut s = Session::new(json!({"streak": {"enabled": false}}));
     repeated(&mut s, 11);
     let asked = again(&mut s, 11);
     assert_eq!(asked.verdict, Verdict::Ask);

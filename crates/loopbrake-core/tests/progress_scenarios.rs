@@ -117,15 +117,8 @@ fn edit_and_rerun(r: &mut Session, runs: usize, failure_text: impl Fn(usize) -> 
 }
 
 #[test]
-fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
-    // The failure reads the same each time (only the head of a long trace was kept)…
-    let mut r = Session::new(json!({}));
-    edit_and_rerun(&mut r, 15, |_| {
-        "Traceback (most recent call last):\n  File \"reproduce_issue.py\", line 3\nAssertionError"
-            .into()
-    });
-    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
-    // …or it changes as the fix takes shape.
+fn edit_and_rerun_is_never_stopped_while_the_failure_changes() {
+    // The failure changes as the fix takes shape: work, however long it takes.
     let mut r = Session::new(json!({}));
     edit_and_rerun(&mut r, 15, |i| {
         format!("AssertionError: expected 3, got {}", i % 3)
@@ -158,8 +151,154 @@ fn edit_and_rerun_is_never_stopped_while_the_agent_changes_things() {
 }
 
 #[test]
-fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
+fn edits_that_leave_the_failure_unchanged_are_stopped_at_the_fifth_run() {
+    let same = |_| {
+        "Traceback (most recent call last):\n  File \"reproduce_issue.py\", line 3\nAssertionError"
+            .to_string()
+    };
+    // The failure comes back byte for byte after every edit: the edits do not touch what
+    // it reports. After 4 results in a row that were the same, the 5th run is asked about.
     let mut r = Session::new(json!({}));
+    edit_and_rerun(&mut r, 15, same);
+    assert_eq!(r.first_stop(), Some(9), "{:?}", r.verdicts);
+    let mut r = Session::new(json!({}));
+    for i in 0..4 {
+        r.step(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py"),
+            failed(1, &same(i)),
+        );
+        r.step(
+            "str_replace_editor",
+            edit(i),
+            out("The file /repo/src/lib.py has been edited."),
+        );
+    }
+    let d = r.call(
+        "execute_bash",
+        bash("cd /repo && python reproduce_issue.py"),
+    );
+    assert_eq!(d.verdict, Verdict::Ask);
+    assert!(d
+        .hits
+        .iter()
+        .any(|h| h.track == Track::Unchanged && h.count == 3 && h.limit == 3));
+    let reason = d.message.unwrap();
+    assert!(
+        reason.contains(
+            "keeps returning the SAME result, whatever the agent changed between the runs"
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("returned the same result as the run before it 3 times in a row, each time after the workspace changed (the latest: the command exited 1)"), "{reason}");
+    // Under on_limit = "deny" the model reads why; after a further change it may run the
+    // call once more, and if that comes back the same again it stays stopped.
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
+    for i in 0..4 {
+        r.step(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py"),
+            failed(1, &same(i)),
+        );
+        r.step(
+            "str_replace_editor",
+            edit(i),
+            out("The file /repo/src/lib.py has been edited."),
+        );
+    }
+    let d = r.call(
+        "execute_bash",
+        bash("cd /repo && python reproduce_issue.py"),
+    );
+    assert_eq!(d.verdict, Verdict::Deny);
+    let text = d.message.unwrap();
+    assert!(text.starts_with("REPEAT_TOOL_BLOCKED: execute_bash (same result again). The call was stopped before executing."), "{text}");
+    assert!(
+        text.contains("did not touch what this call reports"),
+        "{text}"
+    );
+    r.step(
+        "str_replace_editor",
+        edit(10),
+        out("The file /repo/src/lib.py has been edited."),
+    );
+    let (d, _) = r.try_run(
+        "execute_bash",
+        bash("cd /repo && python reproduce_issue.py"),
+        failed(1, &same(0)),
+    );
+    assert!(d.runs(), "one rerun after a change: {:?}", d.message);
+    r.step(
+        "str_replace_editor",
+        edit(11),
+        out("The file /repo/src/lib.py has been edited."),
+    );
+    assert_eq!(
+        r.call(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py")
+        )
+        .verdict,
+        Verdict::Deny
+    );
+    // The rerun after the stop and a change came back different: the count starts again.
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
+    for i in 0..4 {
+        r.step(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py"),
+            failed(1, &same(i)),
+        );
+        r.step(
+            "str_replace_editor",
+            edit(i),
+            out("The file /repo/src/lib.py has been edited."),
+        );
+    }
+    r.step(
+        "execute_bash",
+        bash("cd /repo && python reproduce_issue.py"),
+        failed(1, &same(0)),
+    );
+    r.step(
+        "str_replace_editor",
+        edit(10),
+        out("The file /repo/src/lib.py has been edited."),
+    );
+    r.step(
+        "execute_bash",
+        bash("cd /repo && python reproduce_issue.py"),
+        failed(1, "NameError: x"),
+    );
+    for i in 0..3 {
+        r.step(
+            "str_replace_editor",
+            edit(20 + i),
+            out("The file /repo/src/lib.py has been edited."),
+        );
+        r.step(
+            "execute_bash",
+            bash("cd /repo && python reproduce_issue.py"),
+            failed(1, &format!("NameError: {i}")),
+        );
+    }
+    assert_eq!(
+        r.first_stop(),
+        Some(9),
+        "only the first stop: {:?}",
+        r.verdicts
+    );
+    // Off, nothing of this is stopped.
+    let mut r = Session::new(json!({"breaker": {"unchanged_limit": "off"}}));
+    edit_and_rerun(&mut r, 15, same);
+    assert_eq!(r.stops(), 0, "{:?}", r.verdicts);
+}
+
+#[test]
+fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
+    // The unchanged track would stop this struggle at its 5th run; this is about the
+    // struggle track alone.
+    let mut r = Session::new(json!({"breaker": {"unchanged_limit": "off"}}));
     let mut struggle_advisory = None;
     let mut asked = None;
     for i in 0..20 {
@@ -201,7 +340,7 @@ fn a_struggle_gets_an_advisory_and_at_last_an_operator_ask_never_a_denial() {
         .iter()
         .all(|h| h.track == Track::Struggle && h.count == 16));
     // With on_limit = "deny" a struggle is never stopped at all.
-    let mut r = Session::new(json!({"breaker": {"on_limit": "deny"}}));
+    let mut r = Session::new(json!({"breaker": {"on_limit": "deny", "unchanged_limit": "off"}}));
     for i in 0..30 {
         r.step(
             "execute_bash",
@@ -242,8 +381,10 @@ fn a_failing_edit_is_not_progress() {
 
 #[test]
 fn shell_writes_count_as_edits() {
-    let mut r =
-        Session::new(json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny"}}));
+    // The failure track's view (the unchanged track would stop the 5th unchanged run).
+    let mut r = Session::new(
+        json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny", "unchanged_limit": "off"}}),
+    );
     for i in 0..10 {
         r.step(
             "execute_bash",

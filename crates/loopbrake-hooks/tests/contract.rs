@@ -697,3 +697,50 @@ fn gemini_an_ask_is_refused_saying_the_host_cannot_ask() {
         "{out}"
     );
 }
+
+/// Claude Code's Bash and Gemini CLI's run_shell_command send a fresh `description` (and a
+/// `timeout`) with the same command: in loopbrake mode the streak brake sees through them,
+/// and the third run of the command is refused; seed mode keeps the seed's full-argument
+/// identity, so there the calls are all different.
+#[test]
+fn the_streak_sees_through_a_fresh_description_and_timeout() {
+    let descriptions = ["Run the tests", "Run the test suite again", "Re-run tests"];
+    for (toml, refused) in [("", true), ("[streak]\nprogress = false\n", false)] {
+        let e = engine(toml);
+        let store = MemoryStore::new();
+        let mut outs = Vec::new();
+        for (i, d) in descriptions.iter().enumerate() {
+            let mut pre = claude_pre(&format!("toolu_D{i}"), "npm test", d);
+            pre["tool_input"]["timeout"] = json!(60_000 + i * 1000);
+            outs.push(run(Dialect::Claude, &e, &store, &pre));
+        }
+        assert_eq!(outs[..2], [None, None], "{toml}");
+        match (&outs[2], refused) {
+            (Some(out), true) => assert!(
+                out.contains("\"permissionDecision\":\"deny\"")
+                    && out.contains("called 3 times in a row with identical arguments"),
+                "{out}"
+            ),
+            (None, false) => {}
+            (other, _) => panic!("{toml:?}: {other:?}"),
+        }
+
+        let e = engine(toml);
+        let store = MemoryStore::new();
+        let mut outs = Vec::new();
+        for d in descriptions {
+            let pre = gemini(
+                "BeforeTool",
+                json!({"tool_name": "run_shell_command",
+                       "tool_input": {"command": "pytest -x", "description": d}}),
+            );
+            outs.push(run(Dialect::Gemini, &e, &store, &pre));
+        }
+        assert_eq!(outs[..2], [None, None], "{toml}");
+        match (&outs[2], refused) {
+            (Some(out), true) => assert!(out.contains("\"decision\":\"deny\""), "{out}"),
+            (None, false) => {}
+            (other, _) => panic!("{toml:?}: {other:?}"),
+        }
+    }
+}

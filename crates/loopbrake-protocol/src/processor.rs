@@ -576,7 +576,7 @@ impl Processor {
                 advisories: post.advisories,
                 failure: post.failure,
                 output: if self.call_digests {
-                    loopbrake_core::progress::digest(outcome)
+                    crate::report::recorded_output(outcome)
                 } else {
                     None
                 },

@@ -19,6 +19,22 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
 use std::fmt::Write;
 
+/// What a recorded run got from a call, for judging stopped calls: the outcome's digest,
+/// or `None` when the recording holds nothing (no field and no text, or empty text only:
+/// a run cut off at its step limit records its last call with an empty output).
+pub fn recorded_output(outcome: &loopbrake_core::Outcome) -> Option<OutputDigest> {
+    let fields_only_empty_text = outcome.text.as_deref() == Some("")
+        && loopbrake_core::progress::digest(&loopbrake_core::Outcome {
+            text: None,
+            ..outcome.clone()
+        })
+        .is_none();
+    if fields_only_empty_text {
+        return None;
+    }
+    loopbrake_core::progress::digest(outcome)
+}
+
 /// One call's mark on a session's timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {

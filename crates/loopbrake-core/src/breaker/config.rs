@@ -186,6 +186,7 @@ pub struct BreakerConfig {
     pub(crate) struggle_warn_at: Option<u32>,
     pub(crate) struggle_ask_at: Option<u32>,
     pub(crate) cycle_limit: Option<u32>,
+    pub(crate) unchanged_limit: Option<u32>,
     pub(crate) tools: ToolClasses,
     pub(crate) block_shell_http: bool,
     pub(crate) block_local_http: bool,
@@ -287,6 +288,7 @@ impl Default for BreakerConfig {
             struggle_warn_at: Some(DEFAULT_STRUGGLE_WARN_AT),
             struggle_ask_at: Some(DEFAULT_STRUGGLE_ASK_AT),
             cycle_limit: Some(DEFAULT_CYCLE_LIMIT),
+            unchanged_limit: Some(DEFAULT_UNCHANGED_LIMIT),
             tools: ToolClasses::default(),
             block_shell_http: true,
             block_local_http: false,
@@ -305,6 +307,12 @@ pub const DEFAULT_STRUGGLE_WARN_AT: u32 = 6;
 pub const DEFAULT_STRUGGLE_ASK_AT: u32 = 16;
 /// Default `cycle_limit`: the repetition of a no-progress cycle (period 2–4) that is stopped.
 pub const DEFAULT_CYCLE_LIMIT: u32 = 3;
+/// Default `unchanged_limit`: a call whose failure (or an edit whose result) came back the
+/// same this many times in a row, whatever ran in between, is stopped the next time
+/// (docs/decisions.md, "Progress", and EVALUATION.md for the measurement behind it).
+pub const DEFAULT_UNCHANGED_LIMIT: u32 = 3;
+/// The largest `unchanged_limit`.
+pub const MAX_UNCHANGED_LIMIT: u32 = 64;
 /// The largest `cycle_limit` (bounds the call history a session keeps).
 pub const MAX_CYCLE_LIMIT: u32 = 8;
 
@@ -515,6 +523,22 @@ impl BreakerConfig {
                             show(v),
                             format!("must be an integer from 2 to {MAX_CYCLE_LIMIT}, or \"off\""),
                         ));
+                    }
+                }
+                "unchanged_limit" => {
+                    c.unchanged_limit = match (v, as_int(v)) {
+                        (Value::Bool(false), _) => None,
+                        (Value::String(s), _) if s == "off" => None,
+                        (_, Some(i)) if (1..=i64::from(MAX_UNCHANGED_LIMIT)).contains(&i) => {
+                            Some(i as u32)
+                        }
+                        _ => {
+                            return Err(ConfigError::new(
+                                dotted(P, k),
+                                show(v),
+                                format!("must be an integer from 1 to {MAX_UNCHANGED_LIMIT}, or \"off\""),
+                            ))
+                        }
                     }
                 }
                 "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
@@ -738,6 +762,7 @@ impl BreakerConfig {
             "struggle_warn_at": opt(self.struggle_warn_at),
             "struggle_ask_at": opt(self.struggle_ask_at),
             "cycle_limit": opt(self.cycle_limit),
+            "unchanged_limit": opt(self.unchanged_limit),
             "block_shell_http": self.block_shell_http,
             "block_local_http": self.block_local_http,
             "shell_http_block": self.shell_http_block,

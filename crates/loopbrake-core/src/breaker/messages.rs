@@ -120,6 +120,31 @@ fn struggle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
     track_hits(hits, super::Track::Struggle)
 }
 
+fn unchanged_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
+    track_hits(hits, super::Track::Unchanged)
+}
+
+/// `<fp> came back the same N times in a row (M of them after changes to the workspace;
+/// the latest: <failure>)`.
+fn unchanged_line(h: &Hit) -> String {
+    let times = if h.count == 1 { "time" } else { "times" };
+    let mut line = format!(
+        "{} returned the same result as the run before it {} {times} in a row",
+        h.fingerprint, h.count
+    );
+    match h.after_edits.unwrap_or(0) {
+        0 => {}
+        n if n == h.count => line.push_str(", each time after the workspace changed"),
+        n => {
+            let _ = write!(line, ", {n} of them after the workspace changed");
+        }
+    }
+    if let Some(f) = &h.failure {
+        let _ = write!(line, " (the latest: {f})");
+    }
+    line
+}
+
 /// `- <fp> — <N> <what> (<the last failure>)`, one line per hit.
 fn failure_lines<'a>(s: &mut String, hits: impl Iterator<Item = &'a Hit>, what: &str) {
     for h in hits {
@@ -158,6 +183,12 @@ pub fn ask_reason(hits: &[Hit]) -> String {
                 "  - {} {} failures the same way since it last succeeded",
                 h.fingerprint, h.count
             );
+        }
+    }
+    if unchanged_hits(hits).next().is_some() {
+        s.push_str("repeat-tool-breaker: this call keeps returning the SAME result, whatever the agent changed between the runs:\n");
+        for h in unchanged_hits(hits) {
+            let _ = writeln!(s, "  - {}", unchanged_line(h));
         }
     }
     if repeat_hits(hits).next().is_some() {
@@ -255,6 +286,25 @@ pub fn denial(
             &mut s,
             struggle_hits(hits),
             "failures the same way since it last succeeded",
+        );
+    }
+    if unchanged_hits(hits).next().is_some() {
+        if has_failure || has_repeat || has_cycle || has_struggle {
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "REPEAT_TOOL_BLOCKED: {name} (same result again). The call was stopped before executing."
+        );
+        s.push_str("Unchanged:\n");
+        for h in unchanged_hits(hits) {
+            let _ = writeln!(s, "- {}", unchanged_line(h));
+        }
+        s.push_str(
+            "What you changed between these runs did not touch what this call reports, so running it again \
+             will answer the same. Read the result you already have: say what it says and what it rules out. \
+             Check that the change is in the code this call actually exercises (the right file, module, \
+             installed copy, or build), or change the approach. A different call is not blocked.\n",
         );
     }
     if refused {

@@ -33,6 +33,8 @@ pub const SHELL_HTTP_CODE: &str = "SHELL_HTTP_BLOCKED";
 pub const ENGINE: &str = "breaker";
 /// Bound on exemptions, refusals, failure streaks and remembered outputs per session.
 pub const MAX_TRACKED: usize = 256;
+/// Calls whose last outcome is remembered for the unchanged track.
+pub const MAX_UNCHANGED: usize = 64;
 /// Calls remembered for cycle detection: four calls a period, `MAX_CYCLE_LIMIT` periods.
 pub const MAX_RECENT: usize = 4 * config::MAX_CYCLE_LIMIT as usize;
 
@@ -48,6 +50,9 @@ pub enum Track {
     Cycle,
     /// Failures of one fingerprint with changes in between (progress signal).
     Struggle,
+    /// A call whose failure (or an edit whose result) came back the same several times in
+    /// a row, whatever ran in between (progress signal).
+    Unchanged,
 }
 
 impl Track {
@@ -58,6 +63,7 @@ impl Track {
             Track::Failure => "failure",
             Track::Cycle => "cycle",
             Track::Struggle => "struggle",
+            Track::Unchanged => "unchanged",
         }
     }
 }
@@ -79,6 +85,10 @@ pub struct Hit {
     /// The cycle's period (calls per repetition), for cycle hits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<u32>,
+    /// For unchanged hits: how many of the unchanged results followed a change to the
+    /// workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_edits: Option<u32>,
 }
 
 /// Which advisory.
@@ -202,6 +212,44 @@ struct FailStreak {
     out: Option<OutputDigest>,
 }
 
+/// The last outcome of one call (its `exact:` id) and how many times in a row it came back
+/// the same (progress signal, the unchanged track).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Unchanged {
+    fp: FpId,
+    out: OutputDigest,
+    /// Outcomes in a row equal to the one before them, counted when the call failed or
+    /// changed the workspace.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    same: u32,
+    /// Of those, the ones that came back the same although the workspace changed between.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    after_edits: u32,
+    /// A successful mutating call ran since this call last ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    edited: bool,
+    /// The last failure, when the latest outcome was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    detail: Option<Failure>,
+    /// The gate stopped this call (and it has not run since).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stopped: bool,
+    /// The one rerun after a stop and a change has been used.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    retried: bool,
+}
+
+/// What the unchanged track knows of a call, for operators (`loopbrake explain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnchangedView {
+    /// Outcomes in a row equal to the one before them.
+    pub same: u32,
+    /// Of those, the ones that followed a change to the workspace.
+    pub after_edits: u32,
+    /// The gate (`unchanged_limit`), when on.
+    pub limit: Option<u32>,
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -238,6 +286,9 @@ pub struct BreakerState {
     /// The last calls that ran, for cycle detection.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     recent: VecDeque<Recent>,
+    /// The last outcome per call, for the unchanged track (most recent last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unchanged: Vec<Unchanged>,
 }
 
 /// A fingerprint against its gate, as operators see it: `(fingerprint, count, limit)`.
@@ -267,6 +318,16 @@ impl BreakerState {
 
     fn streak(&self, id: FpId) -> Option<&FailStreak> {
         self.fail.iter().find(|f| f.fp == id)
+    }
+
+    /// The unchanged track's count for a call's `exact:` id (`loopbrake explain`).
+    pub fn unchanged_view(&self, exact: FpId, limit: Option<u32>) -> UnchangedView {
+        let u = self.unchanged.iter().find(|u| u.fp == exact);
+        UnchangedView {
+            same: u.map_or(0, |u| u.same),
+            after_edits: u.map_or(0, |u| u.after_edits),
+            limit,
+        }
     }
 
     /// Ids of calls whose ask is still waiting for an answer.
@@ -464,6 +525,11 @@ impl Breaker {
         }
 
         let blocking = self.blocking(st, &fps);
+        for h in blocking.iter().filter(|h| h.hit.track == Track::Unchanged) {
+            if let Some(u) = st.unchanged.iter_mut().find(|u| u.fp == h.id) {
+                u.stopped = true;
+            }
+        }
         if blocking.is_empty() {
             let advisory = self.stage_advisory(st, &fps);
             self.commit(st, fps.iter().map(|f| f.id));
@@ -655,10 +721,14 @@ impl Breaker {
         }
         if progress {
             self.remember_output(st, &call, digest);
+            self.remember_unchanged(st, &call, digest, failure.as_ref());
             if call.mutating && failure.is_none() {
                 // The workspace changed: every failing fingerprint may behave differently now.
                 for s in st.fail.iter_mut() {
                     s.edited = true;
+                }
+                for u in st.unchanged.iter_mut() {
+                    u.edited = true;
                 }
             }
         }
@@ -727,6 +797,60 @@ impl Breaker {
                 }
             }
         }
+    }
+
+    /// The unchanged track after a call ran (progress signal): an outcome equal to the
+    /// call's previous one extends its run of unchanged results when the call failed or
+    /// changed the workspace, whatever ran in between (an edit that did not touch what a
+    /// failing call reports is no progress for it); any other outcome starts it again.
+    fn remember_unchanged(
+        &self,
+        st: &mut BreakerState,
+        call: &Inflight,
+        digest: Option<OutputDigest>,
+        failure: Option<&Failure>,
+    ) {
+        if self.cfg.unchanged_limit.is_none() {
+            return;
+        }
+        let (Some(d), Some(exact)) = (digest, call.fps.iter().find(|f| f.kind == Kind::Exact))
+        else {
+            return;
+        };
+        let counts = failure.is_some() || call.mutating;
+        let mut u = match st.unchanged.iter().position(|u| u.fp == exact.id) {
+            Some(i) => st.unchanged.remove(i),
+            None => {
+                if st.unchanged.len() >= MAX_UNCHANGED {
+                    st.unchanged.remove(0);
+                }
+                Unchanged {
+                    fp: exact.id,
+                    out: d,
+                    same: 0,
+                    after_edits: 0,
+                    edited: false,
+                    detail: None,
+                    stopped: false,
+                    retried: false,
+                }
+            }
+        };
+        if u.out != d {
+            u.out = d;
+            u.same = 0;
+            u.after_edits = 0;
+        } else if counts && (u.edited || call.mutating) {
+            u.same = u.same.saturating_add(1);
+            u.after_edits = u.after_edits.saturating_add(u.edited as u32);
+        }
+        if u.stopped {
+            u.stopped = false;
+            u.retried = true;
+        }
+        u.detail = failure.cloned();
+        u.edited = false;
+        st.unchanged.push(u);
     }
 
     /// A call is about to run: it joins the history cycle detection reads.
@@ -836,6 +960,7 @@ impl Breaker {
                             track: Track::Failure,
                             failure: Some(s.detail.clone()),
                             period: None,
+                            after_edits: None,
                         },
                     });
                 }
@@ -864,6 +989,30 @@ impl Breaker {
                             track: Track::Struggle,
                             failure: Some(s.detail.clone()),
                             period: None,
+                            after_edits: None,
+                        },
+                    });
+                }
+            }
+        }
+        if let (true, Some(limit)) = (self.cfg.progress, self.cfg.unchanged_limit) {
+            let exact = fps
+                .iter()
+                .find(|f| f.kind == Kind::Exact && !st.exempt.contains(&f.id));
+            if let Some(f) = exact.filter(|f| !out.iter().any(|h| h.id == f.id)) {
+                if let Some(u) = st.unchanged.iter().find(|u| {
+                    u.fp == f.id && u.same >= limit && !(u.stopped && u.edited && !u.retried)
+                }) {
+                    out.push(IdHit {
+                        id: f.id,
+                        hit: Hit {
+                            fingerprint: f.preview.clone(),
+                            count: u.same,
+                            limit,
+                            track: Track::Unchanged,
+                            failure: u.detail.clone(),
+                            period: None,
+                            after_edits: Some(u.after_edits),
                         },
                     });
                 }
@@ -883,6 +1032,7 @@ impl Breaker {
                         track: Track::Cycle,
                         failure: None,
                         period: Some(period),
+                        after_edits: None,
                     },
                 });
             }
@@ -900,6 +1050,7 @@ impl Breaker {
                         track: Track::Repeat,
                         failure: None,
                         period: None,
+                        after_edits: None,
                     },
                 });
             }

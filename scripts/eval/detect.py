@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Detection figures of loopbrake on a corpus of recorded runs (README, "Measuring detection").
+
+A corpus is a folder (or two files) in the trajectory format:
+  calls.jsonl[.gz]  one tool call a line, in session order:
+                    {"session", "seq", "tool", "args", "ok", "exit_code", "status", "output_head"}
+  labels.jsonl      one line per run: {"session", "resolved", ...}; optional fields
+                    `max_consec_identical` and `max_identical_failing_anywhere` (computed
+                    from the calls when absent)
+
+Each run is replayed through `loopbrake replay` (a `call` and a `result` event per call; the
+outcome: `exit_code`, `status_code`, `is_error` when `ok` is false with neither, `text` =
+`output_head`). A call is *stopped* when it is denied or asked about (nobody answers).
+
+- waste: a call whose output equals the output of the last identical call (same tool, same
+  canonical arguments) in its run, after masking `0x…` and numbers of 3+ digits;
+- harmful stop: a stopped call that is not waste and has a recorded output;
+- harmed run: a resolved run with a harmful stop;
+- stuck run: unresolved, with 5+ identical calls in a row, or the same failing call 8+ times
+  anywhere; caught: at least one of its calls stopped;
+- waste stopped: of the waste calls in stuck runs, how many were stopped;
+- first stop: the call number (1-based) of the first stop in each caught stuck run.
+
+Usage:
+  scripts/eval/detect.py CORPUS_DIR [--config FILE] [--binary PATH] [--verbose] [--json]
+  scripts/eval/detect.py --calls FILE --labels FILE ...
+
+An empty output counts as no output (it is never waste and never harmful).
+"""
+import argparse, gzip, json, os, re, statistics, subprocess, sys
+from collections import defaultdict
+
+MASK = re.compile(r"0x[0-9a-fA-F]+|\d{3,}")
+
+
+def norm(text):
+    return None if text is None or text == "" else MASK.sub("#", text)
+
+
+def key_of(r):
+    return r["tool"] + "\n" + json.dumps(r.get("args") or {}, sort_keys=True, separators=(",", ":"))
+
+
+def failing(r):
+    if r.get("ok") is False:
+        return True
+    ec = r.get("exit_code")
+    return ec is not None and ec != 0
+
+
+def load(calls_path, labels_path):
+    opener = gzip.open if calls_path.endswith(".gz") else open
+    runs = defaultdict(list)
+    order = []
+    with opener(calls_path, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            if r["session"] not in runs:
+                order.append(r["session"])
+            runs[r["session"]].append(r)
+    labels = {}
+    if labels_path and os.path.exists(labels_path):
+        with open(labels_path) as f:
+            for line in f:
+                lab = json.loads(line)
+                labels[lab["session"]] = lab
+    return order, runs, labels
+
+
+def stuck(calls, lab):
+    if lab.get("resolved"):
+        return False
+    consec = lab.get("max_consec_identical")
+    fail_any = lab.get("max_identical_failing_anywhere")
+    if consec is None or fail_any is None:
+        consec, run, prev = 0, 0, None
+        fails = defaultdict(int)
+        for r in calls:
+            k = key_of(r)
+            run = run + 1 if k == prev else 1
+            prev = k
+            consec = max(consec, run)
+            if failing(r):
+                fails[k] += 1
+        fail_any = max(fails.values(), default=0)
+    return consec >= 5 or fail_any >= 8
+
+
+def events_of(order, runs):
+    events = []
+    for s in order:
+        for n, r in enumerate(runs[s]):
+            cid = f"c{n}"
+            events.append({"event": "call", "session": s, "id": cid, "tool": r["tool"],
+                           "args": r.get("args") or {}})
+            outcome = {}
+            if r.get("exit_code") is not None:
+                outcome["exit_code"] = r["exit_code"]
+            if r.get("status") is not None:
+                outcome["status_code"] = r["status"]
+            if r.get("ok") is False and "exit_code" not in outcome and "status_code" not in outcome:
+                outcome["is_error"] = True
+            if r.get("output_head") is not None:
+                outcome["text"] = r["output_head"]
+            events.append({"event": "result", "session": s, "id": cid, "outcome": outcome})
+        events.append({"event": "end", "session": s})
+    return events
+
+
+def judge(binary, config, events):
+    cmd = [binary, "replay"] + (["--config", config] if config else []) + ["-"]
+    p = subprocess.run(cmd, input="\n".join(json.dumps(e) for e in events) + "\n",
+                       capture_output=True, text=True)
+    out = p.stdout.splitlines()
+    if p.returncode != 0 or len(out) != len(events):
+        sys.exit(f"replay failed ({p.returncode}): expected {len(events)} lines, got {len(out)}\n"
+                 f"{p.stderr}")
+    return [json.loads(l) for l in out]
+
+
+def measure(order, runs, labels, answers):
+    per_call = iter(a for e, a in answers if e["event"] == "call")
+    T = defaultdict(int)
+    firsts, details = [], []
+    for s in order:
+        lab = labels.get(s, {})
+        is_stuck = stuck(runs[s], lab)
+        last = {}
+        first = None
+        harmful = 0
+        stops = []
+        for n, r in enumerate(runs[s], 1):
+            d = next(per_call)
+            k = key_of(r)
+            text = norm(r.get("output_head"))
+            waste = text is not None and last.get(k) == text
+            stopped = d.get("verdict") in ("deny", "ask")
+            if waste:
+                T["waste"] += 1
+                if is_stuck:
+                    T["stuck_waste"] += 1
+            if stopped:
+                T["stops"] += 1
+                first = first or n
+                hit = (d.get("hits") or [{}])[0]
+                bad = not waste and text is not None
+                harmful += bad
+                stops.append((n, d["verdict"], d.get("engine"), hit.get("track", "streak"),
+                              "HARMFUL" if bad else "waste" if waste else "no-output"))
+                if waste:
+                    T["waste_stopped"] += 1
+                    if is_stuck:
+                        T["stuck_waste_stopped"] += 1
+            if text is not None:
+                last[k] = text
+        T["runs"] += 1
+        T["resolved"] += bool(lab.get("resolved"))
+        T["harmful"] += harmful
+        T["harmed_runs"] += bool(lab.get("resolved") and harmful)
+        T["runs_with_harmful"] += bool(harmful)
+        T["stuck"] += is_stuck
+        if is_stuck and first:
+            T["caught"] += 1
+            firsts.append(first)
+        details.append({"session": s, "resolved": lab.get("resolved"), "stuck": is_stuck,
+                        "calls": len(runs[s]), "stops": stops})
+    T["median_first_stop"] = statistics.median(firsts) if firsts else None
+    return dict(T), details
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("corpus", nargs="?", help="a folder with calls.jsonl[.gz] and labels.jsonl")
+    ap.add_argument("--calls")
+    ap.add_argument("--labels")
+    ap.add_argument("--config", help="a loopbrake.toml (default: the built-in defaults)")
+    ap.add_argument("--binary", default=os.environ.get("LOOPBRAKE", "target/release/loopbrake"))
+    ap.add_argument("--verbose", action="store_true", help="list every stopped run's stops")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    a = ap.parse_args()
+    calls, labels_path = a.calls, a.labels
+    if a.corpus:
+        for name in ("calls.jsonl.gz", "calls.jsonl"):
+            if os.path.exists(os.path.join(a.corpus, name)):
+                calls = calls or os.path.join(a.corpus, name)
+        labels_path = labels_path or os.path.join(a.corpus, "labels.jsonl")
+    if not calls:
+        ap.error("name a corpus folder or --calls FILE")
+    order, runs, labels = load(calls, labels_path)
+    events = events_of(order, runs)
+    answers = list(zip(events, judge(a.binary, a.config, events)))
+    T, details = measure(order, runs, labels, answers)
+    if a.verbose:
+        for d in details:
+            if d["stops"] or d["stuck"]:
+                print(f"{d['session']} resolved={d['resolved']} stuck={d['stuck']} "
+                      f"calls={d['calls']} stops={d['stops']}")
+    if a.json:
+        print(json.dumps(T, sort_keys=True))
+        return
+    pct = 100 * T.get("stuck_waste_stopped", 0) / max(1, T.get("stuck_waste", 0))
+    print(f"runs {T['runs']} ({T['resolved']} resolved)")
+    print(f"resolved runs with a harmful stop: {T.get('harmed_runs', 0)}")
+    print(f"harmful stops: {T.get('harmful', 0)} of {T.get('stops', 0)} stops "
+          f"(in {T.get('runs_with_harmful', 0)} runs)")
+    print(f"stuck runs caught: {T.get('caught', 0)} of {T['stuck']}; median first stop: "
+          f"call {T['median_first_stop']}")
+    print(f"waste stopped in stuck runs: {T.get('stuck_waste_stopped', 0)} of "
+          f"{T.get('stuck_waste', 0)} ({pct:.0f}%); waste stopped in all runs: "
+          f"{T.get('waste_stopped', 0)} of {T.get('waste', 0)}")
+
+
+if __name__ == "__main__":
+    main()
