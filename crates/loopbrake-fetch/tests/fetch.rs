@@ -444,3 +444,53 @@ async fn a_directory_swapped_for_a_symlink_during_the_fetch_is_refused() {
         );
     }
 }
+
+#[tokio::test]
+async fn new_settings_apply_to_the_next_fetch_and_sessions_keep_their_cookies() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    f.call("a", &json!({"url": format!("{base}/set")}))
+        .await
+        .unwrap();
+    assert!(!f.reconfigure(FetchSettings::default()), "nothing changed");
+    assert!(f.reconfigure(FetchSettings {
+        max_bytes: 4,
+        ..FetchSettings::default()
+    }));
+    let got = f
+        .call(
+            "a",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "a.txt"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!((got.bytes, got.truncated), (4, true));
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+        "sid="
+    );
+    f.reconfigure(FetchSettings {
+        cookie_jar: false,
+        allow_private_hosts: false,
+        ..FetchSettings::default()
+    });
+    let e = f
+        .call("a", &json!({"url": format!("{base}/echo-cookie")}))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::PrivateHost(_)), "{e}");
+    f.reconfigure(FetchSettings::default());
+    let got = f
+        .call(
+            "a",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "b.txt"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(&got.path)).unwrap(),
+        "none",
+        "turning the jar off forgot the cookies"
+    );
+}
