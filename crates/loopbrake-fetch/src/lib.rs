@@ -4,8 +4,12 @@
 //! root (`[fetch] output_dir`, default `fetched/`), and answers with what the model needs to
 //! work on that file: `{path, statusCode, bytes, contentType, kind, finalUrl, truncated?}`,
 //! never the body. The path is confined to the root, symlinks resolved before the check;
-//! bodies are capped (`max_bytes`), redirects counted (`max_redirects`), the whole fetch
-//! timed (`timeout`); with `allow_private_hosts = false`, private, loopback and link-local
+//! when the body is written, the directories are opened again from a handle on the root,
+//! none through a symlink, and the body goes to a new file of an unpredictable name
+//! (created exclusively, never through a symlink) renamed over the target within its
+//! directory: nothing swapped in meanwhile sends it outside the root. Bodies are capped
+//! (`max_bytes`), redirects counted (`max_redirects`), the whole fetch timed (`timeout`);
+//! with `allow_private_hosts = false`, private, loopback and link-local
 //! addresses are refused after name resolution, on every redirect hop too. Cookies are
 //! kept per session when `cookie_jar` is on.
 //!
@@ -17,12 +21,14 @@ pub mod settings;
 pub use settings::{fetch_table, FetchSettings};
 
 use loopbrake_core::redact::redact;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 
@@ -163,53 +169,94 @@ enum Refusal {
 
 /// Fetches for every session of one workspace.
 pub struct Fetcher {
-    settings: FetchSettings,
     root: PathBuf,
-    clients: Mutex<HashMap<String, reqwest::Client>>,
-    temp: AtomicU64,
+    /// The root, opened once: every file is created below this handle.
+    root_dir: OwnedFd,
+    state: Mutex<State>,
+}
+
+/// The settings in force and the HTTP clients built from them.
+struct State {
+    settings: Arc<FetchSettings>,
+    /// Per session (one shared entry without a cookie jar); rebuilt when the settings change.
+    clients: HashMap<String, reqwest::Client>,
+    /// Per session: its cookies, kept across a change of settings.
+    jars: HashMap<String, Arc<reqwest::cookie::Jar>>,
 }
 
 impl std::fmt::Debug for Fetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
-            .field("settings", &self.settings)
+            .field("settings", &self.settings())
             .field("root", &self.root)
             .finish_non_exhaustive()
     }
 }
 
+/// How a directory on the way to a file is opened: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
 impl Fetcher {
     /// A fetcher writing under `root` (the workspace: the process's working directory or
     /// the host's `cwd`), which must exist.
     pub fn new(settings: FetchSettings, root: &Path) -> std::io::Result<Self> {
+        let root = root.canonicalize()?;
+        let root_dir = rustix::fs::open(&root, DIR_FLAGS, Mode::empty())?;
         Ok(Fetcher {
-            settings,
-            root: root.canonicalize()?,
-            clients: Mutex::new(HashMap::new()),
-            temp: AtomicU64::new(0),
+            root,
+            root_dir,
+            state: Mutex::new(State {
+                settings: Arc::new(settings),
+                clients: HashMap::new(),
+                jars: HashMap::new(),
+            }),
         })
     }
 
-    /// The settings in force.
-    pub fn settings(&self) -> &FetchSettings {
-        &self.settings
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn client(&self, session: &str) -> Result<reqwest::Client, FetchError> {
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let key = if self.settings.cookie_jar {
-            session
-        } else {
-            ""
-        };
-        if let Some(c) = clients.get(key) {
-            return Ok(c.clone());
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<FetchSettings> {
+        self.state().settings.clone()
+    }
+
+    /// Takes new `[fetch]` settings into use (a reloaded configuration): the next fetch
+    /// follows them; a fetch under way finishes under the old ones. Sessions keep their
+    /// cookies unless `cookie_jar` is now off. Whether anything changed.
+    pub fn reconfigure(&self, settings: FetchSettings) -> bool {
+        let mut state = self.state();
+        if *state.settings == settings {
+            return false;
         }
-        if clients.len() >= MAX_SESSIONS {
-            clients.clear();
+        if !settings.cookie_jar {
+            state.jars.clear();
         }
-        let max = self.settings.max_redirects;
-        let allow_private = self.settings.allow_private_hosts;
+        state.settings = Arc::new(settings);
+        state.clients.clear();
+        true
+    }
+
+    /// The settings in force and `session`'s client, built from them.
+    fn client(&self, session: &str) -> Result<(Arc<FetchSettings>, reqwest::Client), FetchError> {
+        let mut state = self.state();
+        let settings = state.settings.clone();
+        let key = if settings.cookie_jar { session } else { "" };
+        if let Some(c) = state.clients.get(key) {
+            return Ok((settings, c.clone()));
+        }
+        if state.clients.len() >= MAX_SESSIONS {
+            state.clients.clear();
+        }
+        if state.jars.len() >= MAX_SESSIONS {
+            state.jars.clear();
+        }
+        let max = settings.max_redirects;
+        let allow_private = settings.allow_private_hosts;
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() > max {
                 return attempt.error(Refusal::Redirects(max));
@@ -227,18 +274,19 @@ impl Fetcher {
             attempt.follow()
         });
         let mut b = reqwest::Client::builder()
-            .timeout(self.settings.timeout)
-            .user_agent(self.settings.user_agent.clone())
+            .timeout(settings.timeout)
+            .user_agent(settings.user_agent.clone())
             .redirect(policy);
-        if self.settings.cookie_jar {
-            b = b.cookie_provider(Arc::new(reqwest::cookie::Jar::default()));
+        if settings.cookie_jar {
+            let jar = state.jars.entry(key.to_string()).or_default().clone();
+            b = b.cookie_provider(jar);
         }
         if !allow_private {
             b = b.dns_resolver(Arc::new(PublicOnly));
         }
         let c = b.build().map_err(|e| FetchError::Http(e.to_string()))?;
-        clients.insert(key.to_string(), c.clone());
-        Ok(c)
+        state.clients.insert(key.to_string(), c.clone());
+        Ok((settings, c))
     }
 
     /// Runs the tool for `session` with its arguments `{url, path?}`.
@@ -262,7 +310,8 @@ impl Fetcher {
                 url.scheme()
             )));
         }
-        if !self.settings.allow_private_hosts {
+        let (settings, client) = self.client(session)?;
+        if !settings.allow_private_hosts {
             if let Some(ip) = literal_ip(&url) {
                 if is_private(ip) {
                     return Err(FetchError::PrivateHost(ip.to_string()));
@@ -272,14 +321,13 @@ impl Fetcher {
         let explicit = match args.get("path") {
             None | Some(Value::Null) => None,
             Some(Value::String(p)) if !p.trim().is_empty() && !p.contains('\0') => {
-                Some(self.confine(Path::new(p))?)
+                Some(self.resolve(Path::new(p))?)
             }
             Some(_) => return Err(FetchError::BadArguments(
                 "`path` must be a non-empty string (a file path relative to the workspace root)"
                     .into(),
             )),
         };
-        let client = self.client(session)?;
         let mut resp = client.get(url.clone()).send().await.map_err(classify)?;
         let status = resp.status().as_u16();
         let content_type = resp
@@ -293,28 +341,35 @@ impl Fetcher {
             Some(t) => t,
             None => {
                 let name = default_name(&url, kind, content_type.as_deref());
-                self.confine(&self.settings.output_dir.join(name))?
+                self.resolve(&settings.output_dir.join(name))?
             }
         };
-        let shown = self.shown(&target);
-        let write_err = |source| FetchError::Write {
+        let shown = shown(&target);
+        let write_err = |source: std::io::Error| FetchError::Write {
             path: shown.clone(),
             source,
         };
-        let n = self.temp.fetch_add(1, Ordering::Relaxed);
-        let tmp = target.with_file_name(format!(
-            ".{}.part-{}-{n}",
-            target
-                .file_name()
-                .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
-            std::process::id()
-        ));
-        let mut file = tokio::fs::File::create(&tmp).await.map_err(write_err)?;
+        // Now, not when the path was checked (the response may have taken until the
+        // timeout): the directories are opened from the root's handle, none through a
+        // symlink, and the body goes to a new file of an unpredictable name in the last
+        // one, renamed over the target within that directory.
+        let (dir, name) = self.open_parent(&target)?;
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| write_err(std::io::Error::other(e)))?;
+        let tmp = format!(".web_fetch_file-{}.part", hex::encode(nonce));
+        let fd = rustix::fs::openat(
+            &dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR | Mode::RGRP | Mode::WGRP | Mode::ROTH | Mode::WOTH,
+        )
+        .map_err(|e| write_err(e.into()))?;
+        let mut file = tokio::fs::File::from_std(std::fs::File::from(fd));
         let mut bytes = 0u64;
         let mut truncated = false;
         let body = async {
             while let Some(chunk) = resp.chunk().await.map_err(classify)? {
-                let room = self.settings.max_bytes - bytes;
+                let room = settings.max_bytes - bytes;
                 let take = (chunk.len() as u64).min(room) as usize;
                 file.write_all(&chunk[..take]).await.map_err(write_err)?;
                 bytes += take as u64;
@@ -324,12 +379,13 @@ impl Fetcher {
                 }
             }
             file.flush().await.map_err(write_err)?;
+            file.sync_all().await.map_err(write_err)?;
             drop(file);
-            tokio::fs::rename(&tmp, &target).await.map_err(write_err)
+            rustix::fs::renameat(&dir, &tmp, &dir, name).map_err(|e| write_err(e.into()))
         }
         .await;
         if let Err(e) = body {
-            let _ = tokio::fs::remove_file(&tmp).await;
+            let _ = rustix::fs::unlinkat(&dir, &tmp, AtFlags::empty());
             return Err(e);
         }
         Ok(Fetched {
@@ -343,18 +399,10 @@ impl Fetcher {
         })
     }
 
-    /// `target` relative to the root, `/`-separated.
-    fn shown(&self, target: &Path) -> String {
-        let rel = target.strip_prefix(&self.root).unwrap_or(target);
-        rel.components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/")
-    }
-
-    /// The file `rel` names under the root, its directories created; refused when it
-    /// leaves the root, lexically or through a symlink.
-    fn confine(&self, rel: &Path) -> Result<PathBuf, FetchError> {
+    /// The file `rel` names, relative to the root with every symlink that exists now
+    /// resolved; refused when it leaves the root, lexically or through a symlink. Creates
+    /// nothing: [`Fetcher::open_parent`] makes the directories when the body is written.
+    fn resolve(&self, rel: &Path) -> Result<PathBuf, FetchError> {
         let outside = || FetchError::OutsideRoot(rel.display().to_string());
         let joined = if rel.is_absolute() {
             rel.to_path_buf()
@@ -379,51 +427,123 @@ impl Fetcher {
         let Some((name, dirs)) = parts.split_last() else {
             return Err(outside());
         };
-        // Through the file system: every existing directory resolved, symlinks included.
+        // Through the file system: every existing directory resolved, symlinks included;
+        // past the first missing one, the rest is made at write time.
         let mut cur = self.root.clone();
+        let mut exists = true;
         for d in dirs {
             let next = cur.join(d);
-            match std::fs::symlink_metadata(&next) {
-                Ok(_) => {
-                    let real = next.canonicalize().map_err(|_| outside())?;
-                    if !real.starts_with(&self.root) {
-                        return Err(outside());
-                    }
-                    if !real.is_dir() {
-                        return Err(FetchError::Write {
-                            path: self.shown(&next),
-                            source: std::io::Error::other("not a directory"),
-                        });
-                    }
-                    cur = real;
+            if exists && std::fs::symlink_metadata(&next).is_ok() {
+                let real = next.canonicalize().map_err(|_| outside())?;
+                if !real.starts_with(&self.root) {
+                    return Err(outside());
                 }
-                Err(_) => {
-                    std::fs::create_dir(&next).map_err(|source| FetchError::Write {
-                        path: self.shown(&next),
-                        source,
-                    })?;
-                    cur = next;
+                if !real.is_dir() {
+                    return Err(FetchError::Write {
+                        path: self.relative(&next),
+                        source: std::io::Error::other("not a directory"),
+                    });
                 }
+                cur = real;
+            } else {
+                exists = false;
+                cur = next;
             }
         }
         let target = cur.join(name);
         if let Ok(meta) = std::fs::symlink_metadata(&target) {
             if meta.file_type().is_symlink() {
                 let real = target.canonicalize().map_err(|_| outside())?;
-                if !real.starts_with(&self.root) {
-                    return Err(outside());
-                }
-                return Ok(real);
+                return real
+                    .strip_prefix(&self.root)
+                    .map(Path::to_path_buf)
+                    .map_err(|_| outside());
             }
             if meta.is_dir() {
                 return Err(FetchError::Write {
-                    path: self.shown(&target),
+                    path: self.relative(&target),
                     source: std::io::Error::other("is a directory"),
                 });
             }
         }
-        Ok(target)
+        Ok(target
+            .strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .unwrap_or(target))
     }
+
+    /// The directory that will hold `target` (relative to the root), opened from the
+    /// root's handle one component at a time without following a symlink, missing ones
+    /// created; and the file's name in it. A directory that turned into a symlink since
+    /// [`Fetcher::resolve`] is refused, wherever it points.
+    fn open_parent<'t>(
+        &self,
+        target: &'t Path,
+    ) -> Result<(OwnedFd, &'t std::ffi::OsStr), FetchError> {
+        let parts: Vec<&std::ffi::OsStr> = target.iter().collect();
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(FetchError::OutsideRoot(shown(target)));
+        };
+        let mut dir = self
+            .root_dir
+            .try_clone()
+            .map_err(|source| FetchError::Write {
+                path: shown(target),
+                source,
+            })?;
+        let mut walked = PathBuf::new();
+        for d in dirs {
+            walked.push(d);
+            let opened = match rustix::fs::openat(&dir, *d, DIR_FLAGS, Mode::empty()) {
+                Err(Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&dir, *d, Mode::RWXU | Mode::RWXG | Mode::RWXO) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => {
+                            return Err(FetchError::Write {
+                                path: shown(&walked),
+                                source: e.into(),
+                            })
+                        }
+                    }
+                    rustix::fs::openat(&dir, *d, DIR_FLAGS, Mode::empty())
+                }
+                other => other,
+            };
+            dir = match opened {
+                Ok(fd) => fd,
+                Err(e) => {
+                    let is_link = rustix::fs::statat(&dir, *d, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    return Err(if is_link {
+                        FetchError::OutsideRoot(format!(
+                            "{}: {} became a symlink during the fetch",
+                            shown(target),
+                            shown(&walked)
+                        ))
+                    } else {
+                        FetchError::Write {
+                            path: shown(&walked),
+                            source: e.into(),
+                        }
+                    });
+                }
+            };
+        }
+        Ok((dir, name))
+    }
+
+    /// `path` (under the root) relative to the root, `/`-separated.
+    fn relative(&self, path: &Path) -> String {
+        shown(path.strip_prefix(&self.root).unwrap_or(path))
+    }
+}
+
+/// A path relative to the root, `/`-separated.
+fn shown(rel: &Path) -> String {
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A reqwest error, with loopbrake's own refusals told apart.

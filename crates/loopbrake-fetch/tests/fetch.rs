@@ -8,6 +8,7 @@ use axum::Router;
 use loopbrake_fetch::{FetchError, FetchSettings, Fetcher};
 use serde_json::json;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 async fn server() -> String {
@@ -323,4 +324,173 @@ async fn bad_arguments_and_slow_servers_get_clear_errors() {
     assert!(matches!(e, FetchError::Http(_)), "{e}");
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(e.to_mcp_result()["isError"], true);
+}
+
+/// A server whose `/held` answers only once the test lets it (`go`), after telling the test
+/// the request arrived: the window between the path check and the write, held open.
+async fn held_server() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    Arc<tokio::sync::Notify>,
+) {
+    let (arrived_tx, arrived) = tokio::sync::mpsc::unbounded_channel();
+    let go = Arc::new(tokio::sync::Notify::new());
+    let released = go.clone();
+    let app = Router::new().route(
+        "/held",
+        get(move || {
+            let (arrived_tx, released) = (arrived_tx.clone(), released.clone());
+            async move {
+                let _ = arrived_tx.send(());
+                released.notified().await;
+                "the body"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), arrived, go)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_symlink_planted_at_a_temporary_name_is_not_written_through() {
+    let base = server().await;
+    let outside = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    // The names a partial body went to before: `.<name>.part-<pid>-<n>`.
+    for n in 0..4 {
+        std::os::unix::fs::symlink(
+            outside.path().join(format!("stolen-{n}")),
+            root.path()
+                .join(format!(".x.json.part-{}-{n}", std::process::id())),
+        )
+        .unwrap();
+    }
+    let f = fetcher(root.path(), FetchSettings::default());
+    let got = f
+        .call(
+            "s1",
+            &json!({"url": format!("{base}/data.json"), "path": "x.json"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.path, "x.json");
+    assert_eq!(
+        entries(outside.path()),
+        Vec::<String>::new(),
+        "nothing outside"
+    );
+    let meta = std::fs::symlink_metadata(root.path().join("x.json")).unwrap();
+    assert!(meta.is_file(), "a plain file, not a link");
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("x.json")).unwrap(),
+        "{\"rows\": [1, 2, 3]}"
+    );
+    assert!(
+        !entries(root.path())
+            .iter()
+            .any(|e| e.starts_with(".web_fetch_file-")),
+        "no partial file left: {:?}",
+        entries(root.path())
+    );
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_symlink_during_the_fetch_is_refused() {
+    let (base, mut arrived, go) = held_server().await;
+    let outside = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("sub")).unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    // `sub` exists when the path is checked and is swapped for a link out meanwhile;
+    // `new` does not exist yet and is planted as one.
+    for (path, dir) in [("sub/x.json", "sub"), ("new/deeper/x.json", "new")] {
+        let swap = async {
+            arrived.recv().await.unwrap();
+            let d = root.path().join(dir);
+            if d.exists() {
+                std::fs::rename(&d, root.path().join(format!("{dir}-was"))).unwrap();
+            }
+            std::os::unix::fs::symlink(outside.path(), &d).unwrap();
+            go.notify_one();
+        };
+        let args = json!({"url": format!("{base}/held"), "path": path});
+        let (got, ()) = tokio::join!(f.call("s1", &args), swap);
+        let e = got.unwrap_err();
+        assert!(matches!(e, FetchError::OutsideRoot(_)), "{path}: {e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "refusing to write outside the workspace root ({path}: {dir} became a symlink during the fetch)"
+            )
+        );
+        assert_eq!(
+            e.to_mcp_result()["isError"],
+            true,
+            "the model reads a refusal"
+        );
+        assert_eq!(
+            entries(outside.path()),
+            Vec::<String>::new(),
+            "{path}: nothing written outside"
+        );
+    }
+}
+
+#[tokio::test]
+async fn new_settings_apply_to_the_next_fetch_and_sessions_keep_their_cookies() {
+    let base = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let f = fetcher(root.path(), FetchSettings::default());
+    f.call("a", &json!({"url": format!("{base}/set")}))
+        .await
+        .unwrap();
+    assert!(!f.reconfigure(FetchSettings::default()), "nothing changed");
+    assert!(f.reconfigure(FetchSettings {
+        max_bytes: 4,
+        ..FetchSettings::default()
+    }));
+    let got = f
+        .call(
+            "a",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "a.txt"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!((got.bytes, got.truncated), (4, true));
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+        "sid="
+    );
+    f.reconfigure(FetchSettings {
+        cookie_jar: false,
+        allow_private_hosts: false,
+        ..FetchSettings::default()
+    });
+    let e = f
+        .call("a", &json!({"url": format!("{base}/echo-cookie")}))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, FetchError::PrivateHost(_)), "{e}");
+    f.reconfigure(FetchSettings::default());
+    let got = f
+        .call(
+            "a",
+            &json!({"url": format!("{base}/echo-cookie"), "path": "b.txt"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(&got.path)).unwrap(),
+        "none",
+        "turning the jar off forgot the cookies"
+    );
 }

@@ -396,47 +396,162 @@ mod tests {
 }
 
 /// Watches the configuration file a long-running command loaded (`serve`, `mcp`): when
-/// it changes (modification time or size), it is loaded again; an invalid edit is
-/// reported once and the previous configuration stays in force.
+/// it changes, it is loaded again; an invalid edit is reported once and the previous
+/// configuration stays in force. A change is any new version of the file: another file
+/// swapped in (a rename, `rsync -a`, a symlink pointed elsewhere: a new device or inode,
+/// of the file or of the link), or the file rewritten (`cp -p`: its change time moves even
+/// when its size and modification time are put back).
 #[derive(Debug)]
 pub struct Watcher {
     path: PathBuf,
-    stamp: Option<(std::time::SystemTime, u64)>,
+    stamp: Option<Stamp>,
+    /// The configuration last loaded, to tell which tables an edit changed.
+    current: Loaded,
+    /// The tables the command takes into use when they change.
+    applies: Vec<&'static str>,
 }
 
-fn stamp_of(path: &Path) -> Option<(std::time::SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
+/// One version of the configuration file, as the file system tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    /// The file the path leads to (symlinks followed).
+    file: Version,
+    /// The path itself, when it is a symlink.
+    link: Option<Version>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Version {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    /// The status change time (seconds, nanoseconds): no one can set it back.
+    changed: (i64, i64),
+}
+
+impl Version {
+    fn of(m: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let (device, inode, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino(), (m.ctime(), m.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let (device, inode, changed) = (0, 0, (0, 0));
+        Version {
+            device,
+            inode,
+            len: m.len(),
+            modified: m.modified().ok(),
+            changed,
+        }
+    }
+}
+
+fn stamp_of(path: &Path) -> Option<Stamp> {
+    let file = Version::of(&std::fs::metadata(path).ok()?);
+    let link = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink())
+        .map(|m| Version::of(&m));
+    Some(Stamp { file, link })
+}
+
+/// The tables of `loopbrake.toml` whose values differ between `a` and `b`.
+fn changed_tables(a: &Loaded, b: &Loaded) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if a.engine.streak != b.engine.streak {
+        changed.push("streak");
+    }
+    if a.engine.breaker != b.engine.breaker {
+        changed.push("breaker");
+    }
+    if a.protocol != b.protocol {
+        changed.push("protocol");
+    }
+    if a.store != b.store {
+        changed.push("store");
+    }
+    if a.fetch != b.fetch {
+        changed.push("fetch");
+    }
+    changed
+}
+
+fn tables_list(tables: &[&str]) -> String {
+    tables
+        .iter()
+        .map(|t| format!("[{t}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Watcher {
-    /// Watches the file `settings` came from; `None` for built-in defaults.
-    pub fn new(settings: &Settings) -> Option<Self> {
+    /// Watches the file `settings` came from; `None` for built-in defaults. `applies`
+    /// names the tables the command takes into use when they change (e.g. `streak`,
+    /// `breaker`, `fetch`): only those are reported reloaded; a change to any other is
+    /// reported as waiting for a restart.
+    pub fn new(settings: &Settings, applies: &[&'static str]) -> Option<Self> {
         match &settings.source {
             Source::File(path) => Some(Watcher {
                 path: path.clone(),
                 stamp: stamp_of(path),
+                current: Loaded {
+                    engine: settings.engine.clone(),
+                    protocol: settings.protocol,
+                    store: settings.store.clone(),
+                    fetch: settings.fetch.clone(),
+                },
+                applies: applies.to_vec(),
             }),
             Source::Defaults => None,
         }
     }
 
-    /// The configuration again when the file changed and is valid.
+    /// The configuration again when the file changed, is valid, and changed a table the
+    /// command applies.
     pub fn changed(&mut self) -> Option<Loaded> {
         let now = stamp_of(&self.path);
         if now == self.stamp {
             return None;
         }
         self.stamp = now;
-        match load_file(&self.path, &process_env) {
-            Ok(l) => {
-                eprintln!("loopbrake: reloaded {}", self.path.display());
-                Some(l)
-            }
+        let loaded = match load_file(&self.path, &process_env) {
+            Ok(l) => l,
             Err(e) => {
                 eprintln!("loopbrake: {e}; keeping the previous configuration");
-                None
+                return None;
             }
+        };
+        let (applied, waiting): (Vec<&str>, Vec<&str>) = changed_tables(&self.current, &loaded)
+            .into_iter()
+            .partition(|t| self.applies.contains(t));
+        self.current = loaded.clone();
+        let waiting = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{} changed too and take effect only when loopbrake restarts",
+                tables_list(&waiting)
+            )
+        };
+        if applied.is_empty() {
+            if !waiting.is_empty() {
+                eprintln!("loopbrake: {}: {waiting}", self.path.display());
+            }
+            return None;
         }
+        eprintln!(
+            "loopbrake: reloaded {}: {} now in force{}",
+            self.path.display(),
+            tables_list(&applied),
+            if waiting.is_empty() {
+                String::new()
+            } else {
+                format!("; {waiting}")
+            }
+        );
+        Some(loaded)
     }
 }

@@ -72,6 +72,14 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         }
     }
     let mut s = settings::load(config)?;
+    // What an edit of the file changes in a running proxy: the engines, and the fetch
+    // tool's settings when it offers it (the store is opened once).
+    let applies: &[&str] = if fetch_tool {
+        &["streak", "breaker", "fetch"]
+    } else {
+        loopbrake_core::config::ENGINE_TABLES
+    };
+    let watcher = settings::Watcher::new(&s, applies);
     let fetch = if fetch_tool {
         // The breaker sends shell fetches to the tool this proxy now offers.
         s.engine
@@ -93,14 +101,15 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             .unwrap_or(0);
         format!("mcp-proxy:{}:{t}", std::process::id())
     });
-    let offered = fetch.is_some();
-    let reload: Option<loopbrake_mcp::Reloader> = settings::Watcher::new(&s).map(|mut w| {
+    let fetcher = fetch.clone();
+    let reload: Option<loopbrake_mcp::Reloader> = watcher.map(|mut w| {
         Box::new(move || {
             w.changed().map(|mut l| {
-                if offered {
+                if let Some(f) = &fetcher {
                     l.engine
                         .breaker
                         .offer_fetch_tool(loopbrake_fetch::TOOL_NAME);
+                    f.reconfigure(l.fetch);
                 }
                 Engine::new(l.engine)
             })

@@ -218,7 +218,7 @@ pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
     let store = s.store.open(StoreKind::Memory, &process_env)?;
     let mut processor =
         Processor::new(Engine::new(s.engine.clone()), store).with_fail_closed(s.store.fail_closed);
-    if let Some(mut watcher) = settings::Watcher::new(&s) {
+    if let Some(mut watcher) = settings::Watcher::new(&s, loopbrake_core::config::ENGINE_TABLES) {
         processor = processor.with_reloader(Box::new(move || {
             watcher.changed().map(|l| Engine::new(l.engine))
         }));
