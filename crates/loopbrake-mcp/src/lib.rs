@@ -927,7 +927,10 @@ where
     let grace = Duration::from_millis(200);
     drop(shared);
     let mut client_writer = client_writer;
-    if tokio::time::timeout(grace, &mut client_writer).await.is_err() {
+    if tokio::time::timeout(grace, &mut client_writer)
+        .await
+        .is_err()
+    {
         client_writer.abort();
     }
     server_writer.abort();
