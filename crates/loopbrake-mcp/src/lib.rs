@@ -29,6 +29,7 @@
 //! and the proxy stops with a message: nothing hangs.
 #![deny(missing_docs)]
 
+pub mod boundary;
 pub mod http;
 pub mod listen;
 pub mod messages;
@@ -895,9 +896,9 @@ where
         })
     };
 
-    let mut from_server = from_server;
+    let (mut from_client, mut from_server) = (from_client, from_server);
     let outcome = tokio::select! {
-        r = from_client => {
+        r = &mut from_client => {
             // The client is done: let the server answer what is in flight (for a while),
             // then stop.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -916,13 +917,22 @@ where
                 Err(e) => ServerFailure::ReaderFailed(e),
             };
             shared.fail_inflight(&why.to_string());
+            // Stop reading the client too: the relay lets go of both of its ends, so
+            // whoever runs it (the HTTP listener's session) sees its output end.
+            from_client.abort();
             Err(ProxyError::Downstream(why))
         }
     };
     // Let queued lines reach the client, then close both directions.
     let grace = Duration::from_millis(200);
     drop(shared);
-    let _ = tokio::time::timeout(grace, client_writer).await;
+    let mut client_writer = client_writer;
+    if tokio::time::timeout(grace, &mut client_writer)
+        .await
+        .is_err()
+    {
+        client_writer.abort();
+    }
     server_writer.abort();
     outcome
 }

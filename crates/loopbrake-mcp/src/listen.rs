@@ -14,30 +14,71 @@
 //! conversation; state lives in the configured store, so proxies behind a load balancer
 //! share counts through Redis.
 //!
-//! At the boundary: with a token every request needs `Authorization: Bearer`; listening
-//! beyond loopback without one is refused by the caller at start; an `Origin` header must
-//! name this host or a loopback one (the MCP specification's DNS-rebinding defence).
+//! At the boundary: with a token every request needs `Authorization: Bearer`, and an
+//! `Origin` header must name this host or a loopback one; listening beyond loopback without
+//! one is refused by the caller at start, and without one a request must name a loopback
+//! `Host` and, if it sends an `Origin`, a loopback one
+//! ([`crate::boundary::rebinding_refusal`], the MCP specification's DNS-rebinding defence).
+//! Connections get [`crate::boundary::serve_http`]'s header timeout and cap.
+//!
+//! Session lifetime: a session ends when its client deletes it, when its relay stops (its
+//! server exited or failed: later requests get 404, and the client starts a new session as
+//! the transport specifies), or when it has been idle for [`SessionLimits::idle`] (no
+//! request, no request in flight, no `GET` stream open). At most
+//! [`SessionLimits::max_sessions`] live at once, and at most
+//! [`SessionLimits::max_per_client`] per client address.
 
+use crate::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 use crate::{run_child, run_fetch_only, run_http, Options, ProxyError};
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 /// The header that names a client session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
-/// Client sessions one proxy keeps at once.
-pub const MAX_SESSIONS: usize = 256;
+
+/// How many client sessions a listener keeps, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Client sessions kept at once (503 past it).
+    pub max_sessions: usize,
+    /// Client sessions kept at once for one client address (429 past it).
+    pub max_per_client: usize,
+    /// A session with no request, none in flight and no `GET` stream open for this long
+    /// ends.
+    pub idle: Duration,
+}
+
+impl SessionLimits {
+    /// The default cap on sessions.
+    pub const MAX_SESSIONS: usize = 256;
+    /// The default cap on one client's sessions.
+    pub const MAX_PER_CLIENT: usize = 64;
+    /// The default idle time after which a session ends.
+    pub const IDLE: Duration = Duration::from_secs(30 * 60);
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_sessions: Self::MAX_SESSIONS,
+            max_per_client: Self::MAX_PER_CLIENT,
+            idle: Self::IDLE,
+        }
+    }
+}
 
 /// The downstream each client session gets.
 #[derive(Debug, Clone)]
@@ -59,6 +100,10 @@ pub struct Listen {
     pub downstream: Downstream,
     /// Every request must carry it, when set.
     pub token: Option<String>,
+    /// How many client sessions, and for how long.
+    pub sessions: SessionLimits,
+    /// The connections' header timeout and cap.
+    pub http: HttpLimits,
 }
 
 type Waiters = HashMap<String, mpsc::UnboundedSender<String>>;
@@ -75,6 +120,10 @@ struct Session {
     general: Mutex<Option<mpsc::UnboundedSender<String>>>,
     /// Messages for the `GET` stream that arrived before it was opened (bounded).
     backlog: Mutex<Vec<String>>,
+    /// The client's address (for the per-client cap).
+    peer: IpAddr,
+    /// When the client last sent a request on this session.
+    last_request: Mutex<Instant>,
 }
 
 struct Shared {
@@ -82,20 +131,35 @@ struct Shared {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
 }
 
-/// The routes (`/mcp`).
-pub fn router(listen: Listen) -> Router {
-    let shared = Arc::new(Shared {
-        listen,
-        sessions: Mutex::new(HashMap::new()),
-    });
+fn routes(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/mcp", post(on_post).get(on_get).delete(on_delete))
         .with_state(shared)
 }
 
-/// Serves until the listener fails.
+/// Serves until the process ends (with [`serve_http`]'s limits), ending idle sessions.
 pub async fn serve(listen: Listen, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, router(listen)).await
+    let http = listen.http;
+    let idle = listen.sessions.idle;
+    let shared = Arc::new(Shared {
+        listen,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let sweeper = Arc::downgrade(&shared);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(
+            (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60)),
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(shared) = sweeper.upgrade() else {
+                return;
+            };
+            end_idle_sessions(&shared);
+        }
+    });
+    serve_http(listener, routes(shared), http).await
 }
 
 fn id_key(id: &Value) -> String {
@@ -130,43 +194,23 @@ fn new_session_id() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn loopback_origin(origin: &str) -> bool {
-    let Ok(u) = url::Url::parse(origin) else {
-        return false;
-    };
-    matches!(
-        u.host_str(),
-        Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
-    )
-}
-
-/// Whether a presented token is the expected one: lengths first, then every byte, with no
-/// early exit on the first difference. The dashboard checks its token with it too.
-pub fn token_matches(given: &str, expected: &str) -> bool {
-    given.len() == expected.len()
-        && given
-            .bytes()
-            .zip(expected.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
 /// Token and Origin checks; `None` when the request may proceed.
 fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
-    if let Some(expected) = &shared.listen.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = given.is_some_and(|g| token_matches(g, expected));
-        if !ok {
-            return Some(error(
-                StatusCode::UNAUTHORIZED,
-                -32001,
-                "a token is required: Authorization: Bearer TOKEN",
-            ));
-        }
+    let Some(expected) = &shared.listen.token else {
+        // No token: only pages of a loopback origin, on a loopback name (no DNS rebinding).
+        return rebinding_refusal(headers).map(|why| error(StatusCode::FORBIDDEN, -32001, why));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if !given.is_some_and(|g| token_matches(g, expected)) {
+        return Some(error(
+            StatusCode::UNAUTHORIZED,
+            -32001,
+            "a token is required: Authorization: Bearer TOKEN",
+        ));
     }
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
         let host = headers
@@ -174,7 +218,7 @@ fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let own = [format!("http://{host}"), format!("https://{host}")];
-        if !loopback_origin(origin) && !own.iter().any(|o| o == origin) {
+        if !crate::boundary::loopback_origin(origin) && !own.iter().any(|o| o == origin) {
             return Some(error(
                 StatusCode::FORBIDDEN,
                 -32001,
@@ -196,29 +240,50 @@ fn session_of(shared: &Shared, headers: &HeaderMap) -> Result<Arc<Session>, NoSe
             "missing Mcp-Session-Id (initialize first)",
         ));
     };
-    shared
+    let session = shared
         .sessions
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(id)
         .cloned()
-        .ok_or((
-            StatusCode::NOT_FOUND,
-            -32001,
-            "unknown or ended session: initialize again",
-        ))
+        .ok_or(ENDED)?;
+    *session
+        .last_request
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    Ok(session)
 }
 
+/// The answer to a request on a session that ended (deleted, its server gone, or idle).
+const ENDED: NoSession = (
+    StatusCode::NOT_FOUND,
+    -32001,
+    "unknown or ended session: initialize again",
+);
+
 impl Session {
-    fn send(&self, line: String) {
-        if let Some(tx) = self
-            .to_relay
+    /// Hands a message to the relay; `false` when the session has ended.
+    fn send(&self, line: String) -> bool {
+        self.to_relay
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-        {
-            let _ = tx.send(line);
-        }
+            .is_some_and(|tx| tx.send(line).is_ok())
+    }
+
+    /// Whether a client is still connected to one of the session's streams.
+    fn busy(&self) -> bool {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|tx| !tx.is_closed())
+            || self
+                .general
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|tx| !tx.is_closed())
     }
 
     /// Ends the session: the relay sees its client close, stops, and its downstream
@@ -313,8 +378,65 @@ impl Session {
     }
 }
 
-/// Starts a client session: its downstream and relay, and the task routing its output.
-fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
+/// Why a new session cannot be had: its status, JSON-RPC code and message.
+fn full(
+    sessions: &HashMap<String, Arc<Session>>,
+    limits: SessionLimits,
+    peer: IpAddr,
+) -> Option<(StatusCode, String)> {
+    if sessions.len() >= limits.max_sessions {
+        return Some((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many client sessions on this proxy ({}): try again later",
+                limits.max_sessions
+            ),
+        ));
+    }
+    let mine = sessions.values().filter(|s| s.peer == peer).count();
+    if mine >= limits.max_per_client {
+        return Some((
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "too many client sessions from this address ({}): end one (DELETE) or let one go idle",
+                limits.max_per_client
+            ),
+        ));
+    }
+    None
+}
+
+/// Ends every session idle for longer than the limit.
+fn end_idle_sessions(shared: &Shared) {
+    let idle = shared.listen.sessions.idle;
+    let expired: Vec<String> = shared
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(_, s)| {
+            s.last_request
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed()
+                >= idle
+                && !s.busy()
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in expired {
+        end_session(shared, &id);
+    }
+}
+
+/// Starts a client session, unless the caps are reached: registers it, starts its
+/// downstream and relay, and the task routing its output (which ends the session when the
+/// relay stops).
+fn start_session(
+    shared: &Arc<Shared>,
+    id: &str,
+    peer: IpAddr,
+) -> Result<Arc<Session>, (StatusCode, String)> {
     let (to_relay, mut relay_rx) = mpsc::unbounded_channel::<String>();
     let (client_side, relay_side) = tokio::io::duplex(1 << 20);
     let (relay_in, relay_out) = tokio::io::split(relay_side);
@@ -325,7 +447,18 @@ fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
         progress: Mutex::new(HashMap::new()),
         general: Mutex::new(None),
         backlog: Mutex::new(Vec::new()),
+        peer,
+        last_request: Mutex::new(Instant::now()),
     });
+    end_idle_sessions(shared);
+    {
+        let mut sessions = shared.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(refusal) = full(&sessions, shared.listen.sessions, peer) {
+            return Err(refusal);
+        }
+        // Registered before the relay starts, so that a relay that stops at once ends it.
+        sessions.insert(id.to_string(), session.clone());
+    }
     // HTTP → relay.
     tokio::spawn(async move {
         while let Some(line) = relay_rx.recv().await {
@@ -341,18 +474,19 @@ fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
     // Relay → the streams.
     {
         let session = session.clone();
+        let shared = Arc::downgrade(shared);
+        let id = id.to_string();
         tokio::spawn(async move {
             let mut lines = BufReader::new(client_read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 session.route(line);
             }
-            // The relay stopped (its server failed): end every stream.
-            session
-                .waiters
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clear();
-            *session.general.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            // The relay stopped (its server exited or failed): the session is over; its
+            // later requests get 404 and the client starts a new one.
+            session.close();
+            if let Some(shared) = shared.upgrade() {
+                end_session(&shared, &id);
+            }
         });
     }
     // The relay itself, with its downstream.
@@ -377,14 +511,31 @@ fn start_session(shared: &Arc<Shared>, id: &str) -> Arc<Session> {
             eprintln!("loopbrake mcp: a client session ended: {e}");
         }
     });
-    session
+    Ok(session)
 }
 
-fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, until_response: bool) -> Response {
+/// The SSE stream of a request (`request`: its id; the stream ends with its response) or
+/// of the `GET` stream (`None`). A request whose session ends before its response gets a
+/// JSON-RPC error instead. The stream's task ends when its client goes away.
+fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, request: Option<Value>) -> Response {
     let stream = async_stream(
         move |tx: mpsc::UnboundedSender<Result<Event, Infallible>>| async move {
-            while let Some(line) = rx.recv().await {
-                let done = until_response
+            loop {
+                let line = tokio::select! {
+                    line = rx.recv() => line,
+                    // The client went away: drop the receiver, so the session sees it.
+                    () = tx.closed() => return,
+                };
+                let Some(line) = line else {
+                    if let Some(id) = &request {
+                        let ended = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "the session ended before the MCP server answered: initialize again"}});
+                        let _ = tx.send(Ok(Event::default()
+                            .event("message")
+                            .data(ended.to_string())));
+                    }
+                    return;
+                };
+                let done = request.is_some()
                     && serde_json::from_str::<Value>(&line)
                         .map(|v| v.get("method").is_none() && v.get("id").is_some())
                         .unwrap_or(false);
@@ -418,7 +569,26 @@ where
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
 }
 
-async fn on_post(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The client's address, as [`serve_http`] records it.
+type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+fn peer_ip(peer: &Peer) -> IpAddr {
+    peer.as_ref().map_or(
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        |Extension(ConnectInfo(a))| a.ip(),
+    )
+}
+
+fn ended() -> Response {
+    error(ENDED.0, ENDED.1, ENDED.2)
+}
+
+async fn on_post(
+    State(shared): State<Arc<Shared>>,
+    peer: Peer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(r) = refuse(&shared, &headers) {
         return r;
     }
@@ -439,26 +609,9 @@ async fn on_post(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
             return error(StatusCode::BAD_REQUEST, -32600, "initialize needs an id");
         };
         let sid = new_session_id();
-        let session = {
-            let n = shared
-                .sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .len();
-            if n >= MAX_SESSIONS {
-                return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    -32000,
-                    "too many client sessions on this proxy",
-                );
-            }
-            let s = start_session(&shared, &sid);
-            shared
-                .sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(sid.clone(), s.clone());
-            s
+        let session = match start_session(&shared, &sid, peer_ip(&peer)) {
+            Ok(s) => s,
+            Err((status, why)) => return error(status, -32000, &why),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         session
@@ -466,10 +619,16 @@ async fn on_post(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id_key(&id), tx);
-        session.send(msg.to_string());
-        let answer = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+        let answer = if session.send(msg.to_string()) {
+            tokio::time::timeout(Duration::from_secs(60), rx.recv())
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
         return match answer {
-            Ok(Some(line)) => {
+            Some(line) => {
                 let mut resp = ([(header::CONTENT_TYPE, "application/json")], line).into_response();
                 if let Ok(v) = HeaderValue::from_str(&sid) {
                     resp.headers_mut().insert(SESSION_HEADER, v);
@@ -504,14 +663,24 @@ async fn on_post(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
                     .progress
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(id_key(token), key);
+                    .insert(id_key(token), key.clone());
             }
-            session.send(msg.to_string());
-            sse_of(rx, true)
+            if !session.send(msg.to_string()) {
+                // The session ended while this request came in.
+                session
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                return ended();
+            }
+            sse_of(rx, Some(id))
         }
         _ => {
             // A notification, or the client's answer to a server request.
-            session.send(msg.to_string());
+            if !session.send(msg.to_string()) {
+                return ended();
+            }
             StatusCode::ACCEPTED.into_response()
         }
     }
@@ -535,7 +704,21 @@ async fn on_get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         let _ = tx.send(line);
     }
     *session.general.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-    sse_of(rx, false)
+    if session
+        .to_relay
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_none()
+    {
+        // The session ended while this request came in.
+        session
+            .general
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        return ended();
+    }
+    sse_of(rx, None)
 }
 
 fn end_session(shared: &Shared, id: &str) -> bool {

@@ -2,9 +2,10 @@
 //! server (or `--url` a Streamable HTTP one), optionally offering `web_fetch_file`.
 
 use super::CliError;
+use super::Connections;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
-use loopbrake_mcp::listen::{Downstream, Listen};
+use loopbrake_mcp::listen::{Downstream, Listen, SessionLimits};
 use loopbrake_mcp::{Options, ProxyError};
 use std::path::Path;
 use std::process::ExitCode;
@@ -43,6 +44,37 @@ pub struct Server {
         requires = "listen"
     )]
     pub token: Option<String>,
+    /// With --listen: client sessions kept at once (503 past it).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = SessionLimits::MAX_SESSIONS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=65536),
+        requires = "listen"
+    )]
+    pub max_sessions: u64,
+    /// With --listen: client sessions kept at once for one client address (429 past it).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = SessionLimits::MAX_PER_CLIENT as u64,
+        value_parser = clap::value_parser!(u64).range(1..=65536),
+        requires = "listen"
+    )]
+    pub max_sessions_per_client: u64,
+    /// With --listen: seconds after which a session with no request, none in flight and
+    /// no GET stream open ends (its client then gets 404 and starts a new one).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = SessionLimits::IDLE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..),
+        requires = "listen"
+    )]
+    pub session_idle: u64,
+    /// With --listen: the connections' limits.
+    #[command(flatten)]
+    pub connections: Connections,
     /// The server's command and arguments, after `--`.
     #[arg(
         last = true,
@@ -60,8 +92,17 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fetch_tool,
         listen,
         token,
+        max_sessions,
+        max_sessions_per_client,
+        session_idle,
+        connections,
         command,
     } = server;
+    let sessions = SessionLimits {
+        max_sessions: usize::try_from(max_sessions).unwrap_or(usize::MAX),
+        max_per_client: usize::try_from(max_sessions_per_client).unwrap_or(usize::MAX),
+        idle: Duration::from_secs(session_idle),
+    };
     let token = token.filter(|t| !t.is_empty());
     if let Some(addr) = listen {
         if !addr.ip().is_loopback() && token.is_none() {
@@ -175,6 +216,8 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                     options: Box::new(options),
                     downstream,
                     token,
+                    sessions,
+                    http: connections.limits(),
                 },
                 listener,
             )

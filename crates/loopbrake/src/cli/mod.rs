@@ -36,8 +36,42 @@ mod sessions;
 mod ui;
 
 use clap::{Parser, Subcommand};
+use loopbrake_mcp::boundary::HttpLimits;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// What an HTTP listener (`ui`, `mcp --listen`) grants its connections.
+#[derive(Debug, clap::Args)]
+pub struct Connections {
+    /// Seconds a connection has to send a whole request head (headers included) before it
+    /// is closed; slow or silent clients cannot hold connections open.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = HttpLimits::HEADER_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub header_timeout: u64,
+    /// Connections served at once; further ones wait, unaccepted, for a free slot.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = HttpLimits::MAX_CONNECTIONS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=65536)
+    )]
+    pub max_connections: u64,
+}
+
+impl Connections {
+    /// The limits these flags set.
+    pub fn limits(&self) -> HttpLimits {
+        HttpLimits {
+            header_timeout: Duration::from_secs(self.header_timeout),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+}
 
 /// A circuit breaker for AI agents' tool calls.
 #[derive(Debug, Parser)]
@@ -105,6 +139,8 @@ enum Command {
         /// Require this token on every request (Authorization: Bearer, or ?token= once).
         #[arg(long, env = "LOOPBRAKE_UI_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        #[command(flatten)]
+        connections: Connections,
     },
     /// List stored sessions, or reset one.
     Sessions {
@@ -208,7 +244,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             };
             hook::init(cli.config.as_deref(), dialect.into(), scope, remove)
         }
-        Command::Ui { listen, token } => ui::run(cli.config.as_deref(), listen, token),
+        Command::Ui {
+            listen,
+            token,
+            connections,
+        } => ui::run(cli.config.as_deref(), listen, token, connections.limits()),
         Command::Sessions { action, json } => match action {
             None => sessions::list(cli.config.as_deref(), json),
             Some(SessionsCommand::Reset { key }) => sessions::reset(cli.config.as_deref(), &key),

@@ -3,6 +3,7 @@
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::ui::{serve, Ui};
+use loopbrake_mcp::boundary::HttpLimits;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ pub fn run(
     config: Option<&Path>,
     listen: SocketAddr,
     token: Option<String>,
+    limits: HttpLimits,
 ) -> Result<ExitCode, CliError> {
     let token = token.filter(|t| !t.is_empty());
     if !listen.ip().is_loopback() && token.is_none() {
@@ -48,6 +50,7 @@ pub fn run(
                 listen: addr,
             },
             listener,
+            limits,
         )
         .await?;
         Ok::<_, CliError>(ExitCode::SUCCESS)

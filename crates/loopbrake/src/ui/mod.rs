@@ -11,8 +11,10 @@
 //! Security, at the boundary: loopback by default; with a token every request needs it
 //! (`Authorization: Bearer`, or a cookie set from `?token=` once), and listening beyond
 //! loopback without one is refused at start; state-changing requests must come from the
-//! page's own origin; without a token the `Host` must be a loopback name (no DNS
-//! rebinding). Nothing shown holds an argument value: the store keeps only redacted
+//! page's own origin; without a token the `Host` must be a loopback name and the `Origin`,
+//! when sent, a loopback origin (no DNS rebinding: `loopbrake_mcp::boundary`, the check
+//! the MCP listener makes too). Connections get `boundary::serve_http`'s header timeout
+//! and cap. Nothing shown holds an argument value: the store keeps only redacted
 //! previews.
 
 mod config;
@@ -25,7 +27,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use loopbrake_core::SessionState;
-use loopbrake_mcp::listen::token_matches;
+use loopbrake_mcp::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 use loopbrake_store::{SessionInfo, Store};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -71,9 +73,13 @@ pub fn router(ui: Ui) -> Router {
         .with_state(ui)
 }
 
-/// Serves until the listener fails.
-pub async fn serve(ui: Ui, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    axum::serve(listener, router(ui)).await
+/// Serves until the process ends, with `limits` on its connections.
+pub async fn serve(
+    ui: Ui,
+    listener: tokio::net::TcpListener,
+    limits: HttpLimits,
+) -> std::io::Result<()> {
+    serve_http(listener, router(ui), limits).await
 }
 
 fn deny(status: StatusCode, why: &str) -> Response {
@@ -107,17 +113,6 @@ fn query_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-fn loopback_host(host: &str) -> bool {
-    let name = host.rsplit_once(':').map_or(host, |(h, port)| {
-        if port.chars().all(|c| c.is_ascii_digit()) {
-            h
-        } else {
-            host
-        }
-    });
-    matches!(name, "localhost" | "127.0.0.1" | "[::1]") || name.starts_with("127.")
-}
-
 async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
@@ -125,11 +120,10 @@ async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    if ui.token.is_none() && !loopback_host(&host) {
-        return deny(
-            StatusCode::FORBIDDEN,
-            "this dashboard answers only to a loopback Host (start it with --token to serve others)",
-        );
+    if ui.token.is_none() {
+        if let Some(why) = rebinding_refusal(req.headers()) {
+            return deny(StatusCode::FORBIDDEN, why);
+        }
     }
     let mut set_cookie = None;
     if let Some(expected) = &ui.token {

@@ -7,6 +7,7 @@ Answers `initialize` and `tools/list`; on `tools/call`:
   crash    exits with status 3 without answering
   garbage  writes a line that is not JSON-RPC
   hang     never answers (and keeps running)
+and in mode `quit` exits (status 0) right after answering `initialize`.
 """
 import json
 import sys
@@ -36,3 +37,5 @@ for line in sys.stdin:
     else:
         reply = {}
     print(json.dumps({"jsonrpc": "2.0", "id": mid, "result": reply}), flush=True)
+    if mode == "quit" and method == "initialize":
+        sys.exit(0)

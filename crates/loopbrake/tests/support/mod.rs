@@ -2,6 +2,8 @@
 // Each test binary uses a different subset.
 #![allow(dead_code)]
 
+pub mod listener;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
