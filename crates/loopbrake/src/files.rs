@@ -6,7 +6,8 @@
 //! is flushed to disk, optionally checked, and renamed over the target: a reader sees the
 //! old file or the new one, never a part, and concurrent writers never share a temporary
 //! file. A symlinked target (dotfiles setups) is written where the link points, so the
-//! link stays a link. A new file is owner-only; an existing one keeps its permissions
+//! link stays a link; a link where loopbrake names a file of its own (a backup) is never
+//! followed ([`replace_own`]). A new file is owner-only; an existing one keeps its permissions
 //! unless the caller asks for a mode.
 
 use std::io::{self, Write};
@@ -62,6 +63,13 @@ pub fn replace(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<PathB
     replace_checked(path, bytes, mode, |_| Ok(()), |e| e)
 }
 
+/// [`replace`] for a file whose name loopbrake chose itself (a backup, its own state): a
+/// symbolic link found there was planted, not kept by the user, so it is replaced by the
+/// file rather than written through.
+pub fn replace_own(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<PathBuf> {
+    write(path.to_path_buf(), bytes, mode, |_| Ok(()), |e| e)
+}
+
 /// [`replace`], running `check` on the complete temporary file before the rename: when it
 /// fails, the temporary file is removed, the target is untouched, and its error is returned.
 /// I/O errors are turned into the caller's error type with `io_error`.
@@ -73,6 +81,16 @@ pub fn replace_checked<E>(
     io_error: impl Fn(io::Error) -> E,
 ) -> Result<PathBuf, E> {
     let target = write_target(path).map_err(&io_error)?;
+    write(target, bytes, mode, check, io_error)
+}
+
+fn write<E>(
+    target: PathBuf,
+    bytes: &[u8],
+    mode: Option<u32>,
+    check: impl FnOnce(&Path) -> Result<(), E>,
+    io_error: impl Fn(io::Error) -> E,
+) -> Result<PathBuf, E> {
     let dir = target
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -156,6 +174,13 @@ mod tests {
         assert_eq!(mode_of(&d.join("fresh")), Some(0o600));
         std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
         assert!(replace(&d.join("loop"), b"x", None).is_err());
+        // A planted link where loopbrake names its own file is replaced, not followed.
+        replace_own(&d.join("one"), b"own", None).unwrap();
+        assert!(!std::fs::symlink_metadata(d.join("one"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -143,7 +143,7 @@ fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
     lines.push(&entry);
     let keep = &lines[lines.len().saturating_sub(256)..];
     let _ = std::fs::create_dir_all(dir);
-    let _ = loopbrake::files::replace(&file, (keep.join("\n") + "\n").as_bytes(), Some(0o600));
+    let _ = loopbrake::files::replace_own(&file, (keep.join("\n") + "\n").as_bytes(), Some(0o600));
     true
 }
 
@@ -290,7 +290,7 @@ pub fn init(
         let mode = loopbrake::files::mode_of(&path).unwrap_or(0o600);
         if let Some(text) = &existing {
             let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
-            loopbrake::files::replace(&backup, text.as_bytes(), Some(mode))
+            loopbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
                 .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
             outln!("Backup of the previous file: {}", backup.display());
         }
