@@ -626,6 +626,10 @@ async fn parallel_edits_all_land_and_an_edit_based_on_a_stale_read_is_refused() 
     let etag = r.headers()["etag"].to_str().unwrap().to_string();
     let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
     assert_eq!(v["version"], etag.as_str(), "the view names its version");
+    // The settings form carries it, for the page's script to send back as If-Match.
+    let page = get_text(&c, format!("{}/settings", s.base)).await;
+    let attr = format!("data-version=\"{}\"", etag.replace('"', "&quot;"));
+    assert!(page.contains(&attr), "{attr} not in {page}");
     let edits = (0..8)
         .map(|i| json!({"streak": {"max_repeats": 10 + i}}))
         .collect();
