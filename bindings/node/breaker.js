@@ -12,7 +12,7 @@
 // State is per agent object (a sub-agent has its own budget). The configuration takes
 // the original's camelCase keys, validated by loopbrake's rules when applied.
 import { native } from './lib/native.js'
-import { call, outcomeOf, toJson, UnjudgeableArgumentsError } from './lib/json.js'
+import { call, outcomeOf, toJson, toolName, UnjudgeableArgumentsError } from './lib/json.js'
 
 export { UnjudgeableArgumentsError }
 
@@ -255,7 +255,8 @@ export function apply(ctx, config = {}) {
   const asking = new WeakMap()
 
   const judge = (exec, tool, args, agent) => {
-    const d = JSON.parse(call(() => engine.pre(keyOf(agent), callIdOf(exec), String(tool), toJson(args, `the arguments of ${tool}`))))
+    const name = toolName(tool)
+    const d = JSON.parse(call(() => engine.pre(keyOf(agent), callIdOf(exec), name, toJson(args, `the arguments of ${name}`))))
     decided.set(exec, d)
     return d
   }

@@ -3,7 +3,7 @@
 // (default 3) by throwing a LoopBrakeError before the tool body runs. Every decision, hash
 // and message comes from loopbrake's Rust core through the native addon.
 import { native } from './lib/native.js'
-import { call, outcomeOf, toJson, UnjudgeableArgumentsError } from './lib/json.js'
+import { call, errorOutcome, outcomeOf, toJson, toolName, UnjudgeableArgumentsError } from './lib/json.js'
 
 export { UnjudgeableArgumentsError }
 
@@ -64,11 +64,12 @@ export function canonicalJson(value) {
 
 /**
  * The call hash: sha256(toolName + "\n" + canonicalJson(args)), in hex.
- * @param {string} toolName
+ * @param {string} tool
  * @param {unknown} args
  */
-export function callHash(toolName, args) {
-  return call(() => native.callHash(String(toolName ?? ''), toJson(args, `the arguments of ${toolName}`)))
+export function callHash(tool, args) {
+  const name = toolName(tool)
+  return call(() => native.callHash(name, toJson(args, `the arguments of ${name}`)))
 }
 
 /** The first 12 hex characters of a call hash, and no more. */
@@ -166,8 +167,9 @@ export class LoopBrake {
   check({ tool, args, sessionId, callId }) {
     const session = typeof sessionId === 'string' && sessionId !== '' ? sessionId : 'default'
     const id = typeof callId === 'string' && callId !== '' ? callId : freshId()
-    const json = toJson(args, `the arguments of ${tool}`)
-    const d = JSON.parse(call(() => this.#engine.pre(session, id, String(tool ?? ''), json)))
+    const name = toolName(tool)
+    const json = toJson(args, `the arguments of ${name}`)
+    const d = JSON.parse(call(() => this.#engine.pre(session, id, name, json)))
     if (d.verdict === 'deny' && d.streak) throw new LoopBrakeError(d.streak, d.message)
     return id
   }
@@ -178,7 +180,8 @@ export class LoopBrake {
    */
   record({ sessionId, callId, result, error }) {
     const session = typeof sessionId === 'string' && sessionId !== '' ? sessionId : 'default'
-    const outcome = error !== undefined ? { is_error: true, text: String(error?.message ?? error) } : outcomeOf(result)
+    // Never throws: recording must not replace what the tool returned or threw.
+    const outcome = error !== undefined ? errorOutcome(error) : outcomeOf(result)
     try {
       this.#engine.post(session, callId, JSON.stringify(outcome))
     } catch {

@@ -11,6 +11,20 @@ export class UnjudgeableArgumentsError extends TypeError {
   }
 }
 
+const LONE_SURROGATE = 'holds a lone surrogate (half of a UTF-16 pair), which is not text loopbrake can judge'
+
+/**
+ * A tool name as it crosses into Rust: text, or an UnjudgeableArgumentsError (a lone
+ * surrogate has no UTF-8 form; two different names must never become the same one).
+ * @param {unknown} tool
+ * @returns {string}
+ */
+export function toolName(tool) {
+  const name = String(tool ?? '')
+  if (!name.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: the tool name ${LONE_SURROGATE}`)
+  return name
+}
+
 /**
  * The JSON text of `value` (`undefined` and `null` read as `{}`).
  * @param {unknown} value
@@ -23,6 +37,8 @@ export function toJson(value, what) {
   try {
     text = JSON.stringify(value, (key, v) => {
       const where = key === '' ? what : `${what} (key ${JSON.stringify(key)})`
+      if (!key.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${what} has a key that ${LONE_SURROGATE}`)
+      if (typeof v === 'string' && !v.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${where} holds a string that ${LONE_SURROGATE}`)
       const kind = { bigint: 'a BigInt', function: 'a function', symbol: 'a symbol' }[typeof v]
       if (kind) throw new UnjudgeableArgumentsError(`loopbrake: ${where} holds ${kind}, which JSON cannot represent`)
       return v
@@ -53,21 +69,44 @@ export function call(fn) {
 }
 
 /**
- * The loopbrake outcome of a DSH tool result (`{content, value, isError}`).
+ * The loopbrake outcome of a DSH tool result (`{content, value, isError}`). Never throws:
+ * a getter that throws ends the reading, and what was read so far is the outcome (recording
+ * must never replace what the tool returned).
  * @param {any} result
  */
 export function outcomeOf(result) {
   const outcome = {}
-  if (result?.isError === true) outcome.is_error = true
-  const value = result?.value
-  if (value && typeof value === 'object') {
-    if (Number.isInteger(value.exitCode)) outcome.exit_code = value.exitCode
-    if (Number.isInteger(value.statusCode)) outcome.status_code = value.statusCode
-    if (value.timedOut === true) outcome.timed_out = true
-    if (typeof value.signal === 'string') outcome.signal = value.signal
+  try {
+    if (result?.isError === true) outcome.is_error = true
+    const value = result?.value
+    if (value && typeof value === 'object') {
+      if (Number.isInteger(value.exitCode)) outcome.exit_code = value.exitCode
+      if (Number.isInteger(value.statusCode)) outcome.status_code = value.statusCode
+      if (value.timedOut === true) outcome.timed_out = true
+      if (typeof value.signal === 'string') outcome.signal = value.signal
+    }
+    const text = renderResult(result)
+    if (text) outcome.text = text
+  } catch {
+    // A hostile or broken result object: keep what was read.
   }
-  const text = renderResult(result)
-  if (text) outcome.text = text
+  return outcome
+}
+
+/**
+ * The loopbrake outcome of a tool that threw `error`. Never throws: an error object whose
+ * `message` getter (or `toString`) throws is recorded as a failure without its text, and
+ * the tool's own error is what its caller sees.
+ * @param {unknown} error
+ */
+export function errorOutcome(error) {
+  const outcome = { is_error: true }
+  try {
+    const text = String(error?.message ?? error)
+    if (text) outcome.text = text
+  } catch {
+    // Nothing readable: a failure all the same.
+  }
   return outcome
 }
 

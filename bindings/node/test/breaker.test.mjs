@@ -125,6 +125,20 @@ test('unserialisable arguments are an error for the host, not a crash', async ()
   )
 })
 
+test('a lone surrogate in a tool name or an argument is refused as unjudgeable', async () => {
+  const h = fakeHost()
+  breaker.apply(h.ctx, { onLimit: 'deny' })
+  for (const [name, args] of [
+    ['bash\udc00', { command: 'ls' }],
+    ['bash', { command: 'ls \ud800' }],
+  ]) {
+    await assert.rejects(
+      h.dispatch({ agent: { id: 'a' }, callId: 'x', name, args, run: ok('x') }),
+      (e) => e.name === 'UnjudgeableArgumentsError' && /lone surrogate/.test(e.message),
+    )
+  }
+})
+
 test('Config is a Standard Schema, as cordis validates a row', () => {
   const std = Config['~standard']
   assert.equal(std.version, 1)

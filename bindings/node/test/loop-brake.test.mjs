@@ -161,6 +161,56 @@ test('arguments JSON cannot hold get a clear error and count nothing', () => {
   assert.equal(brake.sessions, 0)
 })
 
+test('a lone surrogate in a tool name or an argument is an UnjudgeableArgumentsError and counts nothing', () => {
+  const brake = new LoopBrake()
+  for (const [tool, args] of [
+    ['search\ud800', { q: 'weather' }],
+    ['search', { q: 'weather \udc00' }],
+    ['search', { ['\ud83d']: 1 }],
+    ['search', [{ deep: ['\ud83d'] }]],
+  ]) {
+    const e = refused(() => brake.check({ tool, args, sessionId: 'bad' }))
+    assert.ok(e instanceof UnjudgeableArgumentsError, String(e))
+    assert.equal(e.code, 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS')
+    assert.match(e.message, /lone surrogate/)
+    const h = refused(() => callHash(tool, args))
+    assert.ok(h instanceof UnjudgeableArgumentsError, String(h))
+  }
+  assert.equal(brake.sessions, 0)
+  // A surrogate pair is ordinary text.
+  assert.equal(typeof brake.check({ tool: 'search\ud83d\ude00', args: { q: '\ud83d\ude00' }, sessionId: 'ok' }), 'string')
+})
+
+test("a tool's error whose message getter throws is what the caller gets", async () => {
+  const brake = new LoopBrake({ maxRepeats: 2, progress: true })
+  const hostile = {
+    get message() {
+      throw new Error('getter')
+    },
+    toString() {
+      throw new Error('toString')
+    },
+  }
+  const sync = wrapExecute(() => {
+    throw hostile
+  }, brake, { tool: 'flaky', sessionId: 's' })
+  assert.equal(refused(() => sync({ n: 1 })), hostile)
+  const later = wrapExecute(async () => {
+    throw hostile
+  }, brake, { tool: 'flaky', sessionId: 'a' })
+  await assert.rejects(later({ n: 1 }), (e) => e === hostile)
+  // A result whose getters throw is still returned as the tool's result.
+  const odd = {
+    get content() {
+      throw new Error('getter')
+    },
+  }
+  const returns = wrapExecute(() => odd, brake, { tool: 'odd', sessionId: 'r' })
+  assert.equal(returns({}), odd)
+  // The brake keeps counting: the second identical call is refused at maxRepeats 2.
+  assert.ok(refused(() => sync({ n: 1 })) instanceof LoopBrakeError)
+})
+
 test('the root export re-exports both subpaths', () => {
   assert.equal(root.LoopBrake, LoopBrake)
   assert.equal(typeof root.breaker.apply, 'function')

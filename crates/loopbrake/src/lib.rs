@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod brake;
+pub mod files;
 pub mod settings;
 pub mod ui;
 

@@ -533,3 +533,202 @@ fn the_dashboard_renders_in_headless_chromium_and_its_script_keeps_it_live() {
         std::fs::copy(&shot, keep).unwrap();
     }
 }
+
+/// Sends one edit, optionally naming the version it was based on.
+async fn put_if(
+    c: &reqwest::Client,
+    base: &str,
+    body: &Value,
+    if_match: Option<&str>,
+) -> (u16, Value) {
+    let mut req = c
+        .put(format!("{base}/api/config"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(v) = if_match {
+        req = req.header("if-match", v);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&r.text().await.unwrap()).unwrap_or(Value::Null),
+    )
+}
+
+/// What `loopbrake` itself loads from the file (every hook and command loads it this way).
+fn loads(cfg: &Path) -> Value {
+    settings::load(Some(cfg))
+        .unwrap_or_else(|e| panic!("the file no longer loads: {e}"))
+        .engine
+        .to_value()
+}
+
+/// Sends every edit at once (each on its own task), with the same `If-Match`, if any; the
+/// answers in the order of the edits.
+async fn put_all(
+    c: &reqwest::Client,
+    base: &str,
+    edits: Vec<Value>,
+    if_match: Option<&str>,
+) -> Vec<(u16, Value)> {
+    let tasks: Vec<_> = edits
+        .into_iter()
+        .map(|edit| {
+            let (c, base, if_match) = (c.clone(), base.to_string(), if_match.map(str::to_string));
+            tokio::spawn(async move { put_if(&c, &base, &edit, if_match.as_deref()).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    answers
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn parallel_edits_all_land_and_an_edit_based_on_a_stale_read_is_refused() {
+    let s = start("parallel", &[]);
+    let c = client();
+    // Eight edits at once, each adding its own alias: every one is saved, none is lost.
+    let edits = (0..8)
+        .map(|i| json!({"breaker": {"host_aliases": {format!("h{i}.example"): "example.org"}}}))
+        .collect();
+    for (status, v) in put_all(&c, &s.base, edits, None).await {
+        assert_eq!(status, 200, "{v}");
+    }
+    let text = std::fs::read_to_string(&s.cfg).unwrap();
+    for i in 0..8 {
+        assert!(
+            text.contains(&format!("h{i}.example")),
+            "edit {i} was lost: {text}"
+        );
+    }
+    assert!(text.starts_with("# The team's settings: keep this comment."));
+    loads(&s.cfg);
+
+    // Eight edits all based on the same read: the first wins, the others are refused with
+    // 409 and a message saying why, and none of them overwrites the winner.
+    let r = c
+        .get(format!("{}/api/config", s.base))
+        .send()
+        .await
+        .unwrap();
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(v["version"], etag.as_str(), "the view names its version");
+    // The settings form carries it, for the page's script to send back as If-Match.
+    let page = get_text(&c, format!("{}/settings", s.base)).await;
+    let attr = format!("data-version=\"{}\"", etag.replace('"', "&quot;"));
+    assert!(page.contains(&attr), "{attr} not in {page}");
+    let edits = (0..8)
+        .map(|i| json!({"streak": {"max_repeats": 10 + i}}))
+        .collect();
+    let answers = put_all(&c, &s.base, edits, Some(&etag)).await;
+    let won: Vec<usize> = (0..8).filter(|i| answers[*i].0 == 200).collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    for (status, v) in &answers {
+        assert!(*status == 200 || *status == 409, "{status}: {v}");
+        if *status == 409 {
+            let m = v["error"]["message"].as_str().unwrap();
+            assert!(
+                m.contains("changed since it was read") && m.contains("nothing was written"),
+                "{m}"
+            );
+        }
+    }
+    assert_eq!(loads(&s.cfg)["streak"]["max_repeats"], 10 + won[0]);
+    // The answer to a saved edit names the new version: the next edit based on it is saved.
+    let (_, v) = get_json(&c, &format!("{}/api/config", s.base)).await;
+    let (status, v) = put_if(
+        &c,
+        &s.base,
+        &json!({"streak": {"max_repeats": 6}}),
+        v["version"].as_str(),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, _) = put_if(
+        &c,
+        &s.base,
+        &json!({"streak": {"max_repeats": 7}}),
+        Some(&etag),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert_eq!(loads(&s.cfg)["streak"]["max_repeats"], 6);
+    assert!(leftovers(&s.dir).is_empty(), "{:?}", leftovers(&s.dir));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_that_loopbrake_could_not_load_is_never_written() {
+    let s = start("too-large", &[]);
+    let c = client();
+    let before = std::fs::read(&s.cfg).unwrap();
+    // About 1.2 MB of aliases: under the request limit, over the 1 MiB the file may hold.
+    let aliases: serde_json::Map<String, Value> = (0..24_000)
+        .map(|i| {
+            (
+                format!("host-{i:06}.example.com"),
+                json!("mirror.example.com"),
+            )
+        })
+        .collect();
+    let edit = json!({"breaker": {"host_aliases": aliases}});
+    assert!(edit.to_string().len() < 2_000_000);
+    let (status, v) = put_if(&c, &s.base, &edit, None).await;
+    assert_eq!(status, 413, "{v}");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("1048576") && m.contains("nothing was written"),
+        "{m}"
+    );
+    assert_eq!(
+        std::fs::read(&s.cfg).unwrap(),
+        before,
+        "the file is untouched"
+    );
+    loads(&s.cfg);
+    // The settings page still reads it, and a normal edit still works.
+    let (status, _) = get_json(&c, &format!("{}/api/config", s.base)).await;
+    assert_eq!(status, 200);
+    let (status, v) = put_if(&c, &s.base, &json!({"streak": {"max_repeats": 5}}), None).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(leftovers(&s.dir).is_empty(), "{:?}", leftovers(&s.dir));
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_symlinked_configuration_is_edited_where_it_points() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = start("symlink", &[]);
+    let c = client();
+    // A dotfiles setup: the configuration is a link into another directory.
+    let dotfiles = s.dir.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("loopbrake.toml");
+    std::fs::rename(&s.cfg, &real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("dotfiles/loopbrake.toml", &s.cfg).unwrap();
+    let (status, v) = put_if(&c, &s.base, &json!({"streak": {"max_repeats": 5}}), None).await;
+    assert_eq!(status, 200, "{v}");
+    let link = std::fs::symlink_metadata(&s.cfg).unwrap();
+    assert!(link.file_type().is_symlink(), "the link is still a link");
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(text.contains("max_repeats = 5 # four is enough"), "{text}");
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+        0o640,
+        "the file keeps its mode"
+    );
+    assert!(leftovers(&dotfiles).is_empty() && leftovers(&s.dir).is_empty());
+}

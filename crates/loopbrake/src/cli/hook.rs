@@ -127,8 +127,6 @@ fn with_system_message(out: Option<&str>, message: &str) -> String {
 /// Whether this session has not been told about this configuration error yet; records
 /// that it now has (a short owner-only file beside the hook log, last 256 entries).
 fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
     let Some(dir) = log_path.parent() else {
         return true;
     };
@@ -145,77 +143,8 @@ fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
     lines.push(&entry);
     let keep = &lines[lines.len().saturating_sub(256)..];
     let _ = std::fs::create_dir_all(dir);
-    let tmp = dir.join(format!("config-warnings.{}", std::process::id()));
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    opts.mode(0o600);
-    if let Ok(mut f) = opts.open(&tmp) {
-        let _ = f.write_all((keep.join("\n") + "\n").as_bytes());
-        let _ = std::fs::rename(&tmp, &file);
-    }
+    let _ = loopbrake::files::replace_own(&file, (keep.join("\n") + "\n").as_bytes(), Some(0o600));
     true
-}
-
-/// The permission bits of an existing file.
-fn file_mode(path: &Path) -> Option<u32> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o777)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        None
-    }
-}
-
-/// Replaces `path` with `bytes`: a new temporary file in the same directory (created
-/// exclusively, never through an existing file or symlink), then a rename over `path`
-/// (which replaces a symlink there instead of writing where it points).
-fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(
-        ".{name}.loopbrake-{}-{nanos:x}",
-        std::process::id()
-    ));
-    let written = opts.open(&tmp).and_then(|mut f| {
-        #[cfg(unix)]
-        {
-            // Exactly the mode asked for, whatever the umask.
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(())
 }
 
 fn home() -> Result<PathBuf, CliError> {
@@ -358,15 +287,15 @@ pub fn init(
         }
         // The file keeps its mode (a private settings file stays private), and so does
         // its backup.
-        let mode = file_mode(&path).unwrap_or(0o600);
+        let mode = loopbrake::files::mode_of(&path).unwrap_or(0o600);
         if let Some(text) = &existing {
             let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
-            write_atomically(&backup, text.as_bytes(), mode)
+            loopbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
                 .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
             outln!("Backup of the previous file: {}", backup.display());
         }
         let body = serde_json::to_string_pretty(&settings)? + "\n";
-        write_atomically(&path, body.as_bytes(), mode)
+        loopbrake::files::replace(&path, body.as_bytes(), Some(mode))
             .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
         outln!(
             "{} loopbrake's hooks {} {} ({}).",

@@ -39,22 +39,10 @@ fn recorded_format(input: &mut Box<dyn BufRead>) -> Option<&'static str> {
     import::detect(&buf[..end])
 }
 
-/// Writes a report readable by its owner only (it names tools, hosts and commands).
+/// Writes a report readable by its owner only (it names tools, hosts and commands),
+/// replacing any previous one atomically.
 fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(bytes)
+    loopbrake::files::replace(path, bytes, Some(0o600)).map(|_| ())
 }
 
 struct ReportSink<'a> {

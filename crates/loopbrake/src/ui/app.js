@@ -11,15 +11,15 @@ function say(text, ok) {
   status.className = ok ? 'ok' : 'error'
 }
 
-async function api(method, path, body) {
-  const init = { method, headers: {} }
+async function api(method, path, body, headers = {}) {
+  const init = { method, headers: { ...headers } }
   if (body !== undefined) {
     init.headers['content-type'] = 'application/json'
     init.body = JSON.stringify(body)
   }
   const r = await fetch(path, init)
   const data = await r.json().catch(() => ({}))
-  if (!r.ok) throw Object.assign(new Error(data?.error?.message ?? `HTTP ${r.status}`), { data })
+  if (!r.ok) throw Object.assign(new Error(data?.error?.message ?? `HTTP ${r.status}`), { data, status: r.status })
   return data
 }
 
@@ -128,14 +128,17 @@ if (form) {
     }
     if (Object.keys(edit).length === 0) return say('Nothing changed.', true)
     try {
-      await api('PUT', '/api/config', edit)
+      // The version this form was filled from: an edit saved meanwhile is not overwritten.
+      const saved = await api('PUT', '/api/config', edit, { 'if-match': form.dataset.version })
+      form.dataset.version = saved.version
       say('Saved. The next decision uses it.', true)
       for (const input of form.querySelectorAll('[data-kind]')) {
         input.dataset.initial = input.dataset.kind === 'bool' ? String(input.checked) : input.value
       }
     } catch (e) {
       const d = e.data?.error
-      say(d?.key ? `Not saved: ${d.key} = ${d.value}: it ${d.rule}.` : `Not saved: ${e.message}`, false)
+      if (e.status === 409) say('Not saved: the settings were changed elsewhere since this page was loaded. Reload the page to see them, then make your change again.', false)
+      else say(d?.key ? `Not saved: ${d.key} = ${d.value}: it ${d.rule}.` : `Not saved: ${e.message}`, false)
     }
   })
 }

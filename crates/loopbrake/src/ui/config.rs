@@ -1,11 +1,19 @@
 //! The settings behind the dashboard: the effective configuration as JSON, and edits that
 //! are validated whole and written atomically into the file people wrote.
+//!
+//! An edit is a read-modify-write under an advisory lock on `.NAME.lock` beside the file
+//! (so concurrent edits, from this process or another, take turns and none is lost), and
+//! may name the version it was based on (`If-Match`: the `version` a view returned, a hash
+//! of the file's bytes): an edit based on a stale read is refused, not merged blindly. The
+//! result is written to a temporary file and loaded from there exactly as `loopbrake`
+//! loads its configuration (size limit included) before it is renamed over the file.
 
-use crate::settings::{self, process_env, Loaded, TABLES};
+use crate::files;
+use crate::settings::{self, process_env, LoadError, Loaded, TABLES};
 use loopbrake_core::config::{unknown_key, ConfigError};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Why an edit was not written.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +31,21 @@ pub enum EditError {
         path: PathBuf,
         /// Why.
         why: String,
+    },
+    /// The edit was based on a version of the file that is no longer the current one.
+    #[error("the configuration file changed since it was read (another edit was saved); nothing was written: reload the settings and make the change again")]
+    Stale,
+    /// The edited file would be larger than loopbrake loads.
+    #[error("the edited file would be {size} bytes, over the {} byte limit loopbrake loads; nothing was written", settings::MAX_CONFIG_BYTES)]
+    TooLarge {
+        /// Its size.
+        size: u64,
+    },
+    /// Another edit kept the file locked for too long.
+    #[error("another edit of {path} is still in progress; nothing was written: try again")]
+    Busy {
+        /// The file.
+        path: PathBuf,
     },
     /// Writing failed (the file is unchanged).
     #[error("cannot write {path}: {source}")]
@@ -54,11 +77,27 @@ fn read(path: &Path) -> Result<String, EditError> {
     }
 }
 
-fn loaded(path: &Path) -> Result<(Loaded, bool), EditError> {
+/// The version of a file's text that edits name (`If-Match`): a strong entity tag, the
+/// quoted hex of the first 16 bytes of its SHA-256.
+pub fn version_of(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    format!("\"{}\"", hex::encode(&digest[..16]))
+}
+
+/// Whether an `If-Match` header value names `current` (a list of tags, or `*`).
+fn matches(if_match: &str, current: &str) -> bool {
+    if_match
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag == current)
+}
+
+fn loaded(path: &Path) -> Result<(Loaded, bool, String), EditError> {
     let text = read(path)?;
     let exists = path.is_file();
     let l = settings::parse(&text, &process_env).map_err(EditError::Invalid)?;
-    Ok((l, exists))
+    Ok((l, exists, version_of(&text)))
 }
 
 fn toml_json(text: &str) -> Value {
@@ -83,10 +122,11 @@ fn sections(l: &Loaded) -> Value {
 
 /// The configuration file, its effective values (credentials hidden) and the defaults.
 pub fn view(path: &Path) -> Result<Value, EditError> {
-    let (l, exists) = loaded(path)?;
+    let (l, exists, version) = loaded(path)?;
     Ok(json!({
         "file": path.display().to_string(),
         "exists": exists,
+        "version": version,
         "effective": sections(&l),
         "defaults": sections(&Loaded::default()),
     }))
@@ -124,7 +164,22 @@ fn to_toml_value(v: &Value) -> Option<toml_edit::Value> {
 /// so its default applies) to the file, validates the result with the rules of `config
 /// check`, and replaces the file atomically. On any error the file is untouched.
 pub fn apply_edit(path: &Path, edit: &Value) -> Result<(), EditError> {
+    apply_edit_if(path, edit, None).map(|_| ())
+}
+
+/// [`apply_edit`], only when the file is still at the version `if_match` names (an
+/// `If-Match` header value; `None` applies the edit to whatever the file holds now).
+/// Returns the new version.
+pub fn apply_edit_if(
+    path: &Path,
+    edit: &Value,
+    if_match: Option<&str>,
+) -> Result<String, EditError> {
+    let _lock = lock(path)?;
     let text = read(path)?;
+    if if_match.is_some_and(|tag| !matches(tag, &version_of(&text))) {
+        return Err(EditError::Stale);
+    }
     let mut doc: toml_edit::DocumentMut =
         text.parse()
             .map_err(|e: toml_edit::TomlError| EditError::Unreadable {
@@ -183,8 +238,61 @@ pub fn apply_edit(path: &Path, edit: &Value) -> Result<(), EditError> {
         }
     }
     let new_text = doc.to_string();
-    settings::parse(&new_text, &process_env).map_err(EditError::Invalid)?;
-    write_atomically(path, &new_text)
+    let io = |source| EditError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Loaded from the temporary file exactly as every command will load the result.
+    let check = |tmp: &Path| match settings::load_file(tmp, &process_env) {
+        Ok(_) => Ok(()),
+        Err(LoadError::Invalid { error, .. }) => Err(EditError::Invalid(error)),
+        Err(LoadError::TooLarge { size, .. }) => Err(EditError::TooLarge { size }),
+        Err(LoadError::NotUtf8 { .. }) => Err(EditError::Shape("the edit is not UTF-8".into())),
+        Err(LoadError::Read { source, .. }) => Err(io(source)),
+    };
+    files::replace_checked(path, new_text.as_bytes(), None, check, io)?;
+    Ok(version_of(&new_text))
+}
+
+/// How long an edit waits for another one to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Holds the advisory lock on `.NAME.lock` beside the file (beside a symlink's target, so
+/// every name of the file shares it) until dropped.
+fn lock(path: &Path) -> Result<std::fs::File, EditError> {
+    let io = |source| EditError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let target = files::write_target(path).map_err(io)?;
+    let name = target.file_name().map_or_else(
+        || "loopbrake.toml".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let lock_path = target.with_file_name(format!(".{name}.lock"));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let file = opts.open(&lock_path).map_err(io)?;
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => return Ok(file),
+            Err(fs4::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(fs4::TryLockError::WouldBlock) => {
+                return Err(EditError::Busy {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(fs4::TryLockError::Error(e)) => return Err(io(e)),
+        }
+    }
 }
 
 /// Sets `key`, keeping the comments around a value it replaces.
@@ -195,41 +303,4 @@ fn set_keeping_comments(table: &mut dyn toml_edit::TableLike, key: &str, mut v: 
         return;
     }
     table.insert(key, toml_edit::Item::Value(v));
-}
-
-/// Writes `text` beside `path` and renames it over: readers see the old file or the new
-/// one, never a part. A new file is owner-only; an existing one keeps its permissions.
-fn write_atomically(path: &Path, text: &str) -> Result<(), EditError> {
-    let io = |source| EditError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().map_or_else(
-        || "loopbrake.toml".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o777);
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
 }

@@ -287,9 +287,21 @@ async fn api_reset_session(State(ui): State<Shared>, UrlPath(key): UrlPath<Strin
 
 async fn api_config(State(ui): State<Shared>) -> Response {
     match config::view(&ui.config_path) {
-        Ok(v) => Json(v).into_response(),
+        Ok(v) => config_response(v),
         Err(e) => e.into_response(),
     }
+}
+
+/// A view of the configuration, with its version as the `ETag` edits send back in `If-Match`.
+fn config_response(view: Value) -> Response {
+    let etag = view["version"]
+        .as_str()
+        .and_then(|v| HeaderValue::from_str(v).ok());
+    let mut r = Json(view).into_response();
+    if let Some(etag) = etag {
+        r.headers_mut().insert(header::ETAG, etag);
+    }
+    r
 }
 
 async fn api_put_config(State(ui): State<Shared>, headers: HeaderMap, body: String) -> Response {
@@ -313,9 +325,16 @@ async fn api_put_config(State(ui): State<Shared>, headers: HeaderMap, body: Stri
         }
     };
     let path = ui.config_path.clone();
-    match tokio::task::spawn_blocking(move || apply_edit(&path, &edit)).await {
-        Ok(Ok(())) => match config::view(&ui.config_path) {
-            Ok(v) => Json(v).into_response(),
+    let if_match = headers
+        .get(header::IF_MATCH)
+        .map(|v| v.to_str().unwrap_or("").to_string());
+    match tokio::task::spawn_blocking(move || {
+        config::apply_edit_if(&path, &edit, if_match.as_deref())
+    })
+    .await
+    {
+        Ok(Ok(_)) => match config::view(&ui.config_path) {
+            Ok(v) => config_response(v),
             Err(e) => e.into_response(),
         },
         Ok(Err(e)) => e.into_response(),
@@ -327,6 +346,9 @@ impl IntoResponse for EditError {
     fn into_response(self) -> Response {
         let status = match &self {
             EditError::Invalid(_) | EditError::Shape(_) => StatusCode::BAD_REQUEST,
+            EditError::Stale => StatusCode::CONFLICT,
+            EditError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            EditError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             EditError::Io { .. } | EditError::Unreadable { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

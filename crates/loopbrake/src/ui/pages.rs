@@ -241,7 +241,7 @@ pub(super) async fn settings_page(State(ui): State<Shared>) -> Response {
             ", keeps its comments and other keys, and replaces it atomically. Hooks read it at every call; "
             code { "serve" } " and " code { "mcp" } " reload it when it changes."
         }
-        form.settings #settings {
+        form.settings #settings data-version=(view["version"].as_str().unwrap_or("")) {
             @for (i, (section, key, kind)) in FIELDS.iter().enumerate() {
                 @if i == 0 || FIELDS[i - 1].0 != *section {
                     h3 { "[" (section) "]" }
