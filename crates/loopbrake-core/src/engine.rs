@@ -207,6 +207,21 @@ pub struct LogEntry {
     pub outcome: Option<String>,
 }
 
+/// What the engines' signals say of one call in a session ([`Engine::signals`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signals {
+    /// The prefix of the identity the streak brake counts.
+    pub streak_identity: String,
+    /// Decoy keys were left out of that identity (loopbrake mode).
+    pub decoys_ignored: bool,
+    /// Identical calls in a row right before this one (0 when the last call was another).
+    pub in_a_row: u32,
+    /// Of their reported outcomes, how many in a row were the same.
+    pub same_in_a_row: u32,
+    /// The breaker's view, when it judges the tool.
+    pub breaker: Option<crate::breaker::BreakerSignals>,
+}
+
 /// One session's state for both engines: a plain serialisable value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionState {
@@ -360,6 +375,27 @@ impl Engine {
             });
         }
         out
+    }
+
+    /// What both engines' signals say of a call in a session, without judging it or
+    /// changing anything (`loopbrake explain --session`): the streak's identity and run,
+    /// and the breaker's counts, failure streaks, unchanged track and cycle.
+    pub fn signals(&self, st: &SessionState, call: &Call<'_>) -> Result<Signals, EngineError> {
+        let full = crate::canonical::call_digest(call.tool, call.args)?;
+        let identity = self.streak_digest(call, &full)?;
+        let (in_a_row, same) = st.streak.run_of(&identity);
+        let breaker = if self.breaker.judges(call.tool) {
+            Some(self.breaker.signals(&st.breaker, call.tool, call.args)?)
+        } else {
+            None
+        };
+        Ok(Signals {
+            streak_identity: crate::canonical::hash_prefix(&hex::encode(identity)).to_string(),
+            decoys_ignored: identity != full,
+            in_a_row,
+            same_in_a_row: same,
+            breaker,
+        })
     }
 
     /// The digest the streak brake counts: the full call digest in seed mode, the digest

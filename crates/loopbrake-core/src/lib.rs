@@ -31,6 +31,7 @@ pub const MAX_OPEN_CALLS: usize = 64;
 pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};
 pub use config::{Config, ConfigError};
 pub use engine::{
-    Call, Decision, Engine, EngineError, LogEntry, PostDecision, SessionState, Settled, Verdict,
+    Call, Decision, Engine, EngineError, LogEntry, PostDecision, SessionState, Settled, Signals,
+    Verdict,
 };
 pub use streak::{LoopBrakeError, StreakBrake, StreakConfig, StreakState, StreakVerdict};

@@ -228,6 +228,16 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl StreakState {
+    /// Identical calls in a row so far (refused attempts included) and, of their reported
+    /// outcomes, how many in a row were the same, when the current streak is the call with
+    /// this digest; `(0, 0)` otherwise.
+    pub fn run_of(&self, digest: &[u8; 32]) -> (u32, u32) {
+        match &self.hash {
+            Some(h) if *h == hex::encode(digest) => (self.count, self.same),
+            _ => (0, 0),
+        }
+    }
+
     /// The current streak length.
     pub fn count(&self) -> u32 {
         self.count

@@ -524,6 +524,91 @@ fn explain_prints_hash_and_fingerprints() {
     );
 }
 
+/// `explain --session` reads the session's state and says what the signals say of the call:
+/// here a test run whose failure came back the same after each of three edits, through the
+/// real Claude Code hook payloads, so the next run would be stopped (and is, with an ask).
+#[test]
+fn explain_with_a_session_shows_the_unchanged_track() {
+    let dir = tmpdir("cli", "explain-session");
+    let state = dir.join("state.db");
+    let hook = |payload: serde_json::Value| {
+        let mut c = bin();
+        c.args(["hook", "claude"]).env("LOOPBRAKE_STATE", &state);
+        let out = support::run_with_stdin(&mut c, payload.to_string().as_bytes());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let pre = |id: &str, tool: &str, input: serde_json::Value| {
+        serde_json::json!({"session_id": "s1", "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_input": input, "tool_use_id": id})
+    };
+    for i in 0..4 {
+        let run = serde_json::json!({"command": "python t.py", "description": format!("run {i}")});
+        hook(pre(&format!("t{i}"), "Bash", run.clone()));
+        hook(
+            serde_json::json!({"session_id": "s1", "hook_event_name": "PostToolUseFailure",
+            "tool_name": "Bash", "tool_input": run, "tool_use_id": format!("t{i}"),
+            "error": "Exit code 1\nAssertionError: 2 != 3", "is_interrupt": false}),
+        );
+        let edit = serde_json::json!({"file_path": "/w/a.py", "old_string": format!("x{i}"), "new_string": "y"});
+        hook(pre(&format!("e{i}"), "Edit", edit.clone()));
+        let mut post = pre(&format!("e{i}"), "Edit", edit);
+        post["hook_event_name"] = "PostToolUse".into();
+        post["tool_response"] = serde_json::json!({"filePath": "/w/a.py"});
+        hook(post);
+    }
+    let out = bin()
+        .args([
+            "explain",
+            "--session",
+            "s1",
+            "Bash",
+            r#"{"command":"python t.py","description":"once more"}"#,
+        ])
+        .env("LOOPBRAKE_STATE", &state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "(the call without its decoy keys: a new description or timeout is the same call)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("session:    s1 (sqlite "), "{text}");
+    assert!(text.contains("unchanged:  3 results in a row the same as the run before (3 after workspace changes); stopped at 3: this call would be stopped"), "{text}");
+    assert!(text.contains("failures since it last succeeded"), "{text}");
+    let asked = hook(pre(
+        "t9",
+        "Bash",
+        serde_json::json!({"command": "python t.py", "description": "last try"}),
+    ));
+    assert!(
+        asked.contains(r#""permissionDecision":"ask""#)
+            && asked.contains("keeps returning the SAME result"),
+        "{asked}"
+    );
+    // A session the store does not know is explained as empty, not as an error.
+    let out = bin()
+        .args([
+            "explain",
+            "--session",
+            "nobody",
+            "Bash",
+            r#"{"command":"python t.py"}"#,
+        ])
+        .env("LOOPBRAKE_STATE", &state)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("unchanged:  0 results"));
+}
+
 #[test]
 fn the_streak_example_refuses_the_third_call() {
     // The README's runnable example, as a test of the same code path through the library.

@@ -294,6 +294,36 @@ pub struct BreakerState {
 /// A fingerprint against its gate, as operators see it: `(fingerprint, count, limit)`.
 pub type Gauge = (String, u32, u32);
 
+/// What the breaker knows of one fingerprint of a call, for operators (`loopbrake explain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FingerprintSignal {
+    /// The fingerprint (redacted, cut to `preview_chars`).
+    pub fingerprint: String,
+    /// Its kind.
+    pub kind: &'static str,
+    /// Occurrences in the window, and the gate (`None`: not counted).
+    pub count: u32,
+    /// The gate.
+    pub limit: Option<u32>,
+    /// Consecutive failures with nothing changed in between (the failure track).
+    pub failures: u32,
+    /// Failures since it last succeeded, changes or not (the struggle track).
+    pub failures_since_success: u32,
+}
+
+/// What the breaker's signals say of a call in a session, for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BreakerSignals {
+    /// Per fingerprint of the call.
+    pub fingerprints: Vec<FingerprintSignal>,
+    /// The unchanged track for the call's `exact:` identity.
+    pub unchanged: UnchangedView,
+    /// The cycle the call would continue, as its period, if any.
+    pub cycle: Option<u32>,
+    /// Exempted for this turn by an operator's approval (any of its fingerprints).
+    pub exempt: bool,
+}
+
 /// A read-only summary of a session, for operators (`loopbrake sessions`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BreakerSummary {
@@ -575,6 +605,49 @@ impl Breaker {
             mutating,
         });
         Ok(self.deny_verdict(st, tool, blocking, refused))
+    }
+
+    /// The signals a call would meet in this session, without judging it or changing
+    /// anything (`loopbrake explain --session`).
+    pub fn signals(
+        &self,
+        st: &BreakerState,
+        tool: &str,
+        args: &Value,
+    ) -> Result<BreakerSignals, CanonicalError> {
+        let set = fingerprints(&self.cfg, tool, args)?;
+        let mut exempt = false;
+        let fps = set
+            .fps
+            .iter()
+            .map(|f| {
+                exempt |= st.exempt.contains(&f.id);
+                let s = st.streak(f.id);
+                FingerprintSignal {
+                    fingerprint: messages::preview_redacted(&f.text, self.cfg.preview_chars),
+                    kind: f.kind.as_str(),
+                    count: st.tally(f.id),
+                    limit: f.limit,
+                    failures: s.map_or(0, |s| s.streak),
+                    failures_since_success: s.map_or(0, |s| s.total.max(s.streak)),
+                }
+            })
+            .collect();
+        let exact = set.fps.iter().find(|f| f.kind == Kind::Exact).map(|f| f.id);
+        let limit = self.cfg.unchanged_limit.filter(|_| self.cfg.progress);
+        Ok(BreakerSignals {
+            fingerprints: fps,
+            unchanged: exact.map_or(
+                UnchangedView {
+                    same: 0,
+                    after_edits: 0,
+                    limit,
+                },
+                |id| st.unchanged_view(id, limit),
+            ),
+            cycle: exact.and_then(|id| self.cycle_period(st, id)),
+            exempt,
+        })
     }
 
     /// The operator's answer to an ask. `None` when no ask is pending for `call_id`.

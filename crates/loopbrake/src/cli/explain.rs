@@ -1,10 +1,11 @@
-//! `loopbrake explain TOOL ARGS`: the canonical JSON, the call hash and every
-//! fingerprint a call emits, with its kind, its limit and why.
+//! `loopbrake explain [--session KEY] TOOL ARGS`: the canonical JSON, the call hash and
+//! every fingerprint a call emits, with its kind, its limit and why; with a session, what
+//! that session's state says of the call (the engines' signals, read-only).
 
 use super::CliError;
 use loopbrake::breaker::fingerprints;
 use loopbrake::canonical::{call_hash, canonical_json, hash_prefix};
-use loopbrake::settings;
+use loopbrake::settings::{self, process_env, StoreKind};
 use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
@@ -44,15 +45,94 @@ fn read_args(raw: &str) -> Result<Value, CliError> {
     })
 }
 
-pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode, CliError> {
-    let cfg = settings::load(config)?.engine;
+pub fn run(
+    config: Option<&Path>,
+    session: Option<&str>,
+    tool: &str,
+    raw_args: &str,
+) -> Result<ExitCode, CliError> {
+    let loaded = settings::load(config)?;
+    let cfg = loaded.engine;
     let args = read_args(raw_args)?;
     let canonical = canonical_json(&args)?;
     let hash = call_hash(tool, &args)?;
+    let engine = loopbrake::Engine::new(cfg.clone());
+    let state = match session {
+        Some(key) => {
+            let store = loaded.store.open(StoreKind::Sqlite, &process_env)?;
+            let st = store.get(key)?;
+            for w in store.take_warnings() {
+                warn!("loopbrake: {w}");
+            }
+            Some((key, st.unwrap_or_default(), store.describe()))
+        }
+        None => None,
+    };
+    let empty = loopbrake::SessionState::default();
+    let call = loopbrake::Call {
+        session: session.unwrap_or(""),
+        id: "explain",
+        tool,
+        args: &args,
+    };
+    let signals = engine.signals(state.as_ref().map_or(&empty, |s| &s.1), &call)?;
     outln!("tool:       {tool}");
     outln!("canonical:  {}", loopbrake::redact::redact(&canonical));
     outln!("hash:       {hash}");
     outln!("prefix:     {}", hash_prefix(&hash));
+    outln!(
+        "streak:     counts {}{}",
+        signals.streak_identity,
+        if signals.decoys_ignored {
+            " (the call without its decoy keys: a new description or timeout is the same call)"
+        } else {
+            ""
+        }
+    );
+    if let Some((key, _, describe)) = &state {
+        outln!("session:    {key} ({describe})");
+        outln!(
+            "  streak:     {} identical {} in a row before this one{}",
+            signals.in_a_row,
+            if signals.in_a_row == 1 {
+                "call"
+            } else {
+                "calls"
+            },
+            if signals.same_in_a_row > 0 {
+                format!(
+                    ", {} of them returned the same result",
+                    signals.same_in_a_row + 1
+                )
+            } else {
+                String::new()
+            }
+        );
+        if let Some(b) = &signals.breaker {
+            let u = &b.unchanged;
+            outln!(
+                "  unchanged:  {} {} in a row the same as the run before{}; {}",
+                u.same,
+                if u.same == 1 { "result" } else { "results" },
+                if u.after_edits > 0 {
+                    format!(" ({} after workspace changes)", u.after_edits)
+                } else {
+                    String::new()
+                },
+                match u.limit {
+                    Some(l) if u.same >= l => format!("stopped at {l}: this call would be stopped"),
+                    Some(l) => format!("stopped at {l}"),
+                    None => "the unchanged track is off".into(),
+                }
+            );
+            if let Some(p) = b.cycle {
+                outln!("  cycle:      this call would start another round of a {p}-call cycle");
+            }
+            if b.exempt {
+                outln!("  exempt:     an operator approved it for the rest of this turn");
+            }
+        }
+    }
     let b = &cfg.breaker;
     if !b.enabled() {
         outln!("breaker:    off (breaker.enabled = false)");
@@ -91,13 +171,30 @@ pub fn run(config: Option<&Path>, tool: &str, raw_args: &str) -> Result<ExitCode
         .max()
         .unwrap_or(0)
         .min(80);
-    for f in &set.fps {
+    let seen = signals.breaker.as_ref().filter(|_| state.is_some());
+    for (i, f) in set.fps.iter().enumerate() {
         let limit = f
             .limit
             .map(|l| format!("gate at {l}"))
             .unwrap_or_else(|| "off (not counted)".into());
+        let now = seen
+            .and_then(|b| b.fingerprints.get(i))
+            .map(|s| {
+                let mut t = format!("; {} in the window", s.count);
+                if s.failures > 0 {
+                    t.push_str(&format!(", failed {} in a row", s.failures));
+                }
+                if s.failures_since_success > s.failures {
+                    t.push_str(&format!(
+                        ", {} failures since it last succeeded",
+                        s.failures_since_success
+                    ));
+                }
+                t
+            })
+            .unwrap_or_default();
         outln!(
-            "  {:<width$}  {:<6} {limit}",
+            "  {:<width$}  {:<6} {limit}{now}",
             loopbrake::redact::redact(&f.text),
             f.kind.as_str()
         );

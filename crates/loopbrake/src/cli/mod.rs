@@ -152,6 +152,10 @@ enum Command {
     },
     /// Show how a call is identified: canonical JSON, hash, and every fingerprint.
     Explain {
+        /// Also show what this session's state says of the call (its streak, failure
+        /// streaks, window counts, the unchanged track and cycles), read from the store.
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
         /// Tool name, e.g. `bash`.
         tool: String,
         /// Arguments as JSON, e.g. '{"command":"ls"}'; `-` reads them from stdin.
@@ -225,7 +229,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             config::check(path.or(cli.config).as_deref())
         }
         Command::Config(ConfigCommand::Default) => config::default(),
-        Command::Explain { tool, args } => explain::run(cli.config.as_deref(), &tool, &args),
+        Command::Explain {
+            session,
+            tool,
+            args,
+        } => explain::run(cli.config.as_deref(), session.as_deref(), &tool, &args),
         Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
         Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
