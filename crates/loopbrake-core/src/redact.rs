@@ -539,9 +539,10 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
 fn value_after(b: &[u8], start: usize, end: usize) -> Option<(u8, usize, usize)> {
     let flag = b[start] == b'-';
     let mut i = end;
-    // A closing quote: `"`, `'` or an escaped `\"`.
-    let closed = if b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'"') {
-        i += 2;
+    // A closing quote: `"`, `'`, or `"` escaped as JSON escapes it, once or more (`\"`,
+    // `\\\"`: a JSON text inside a JSON string).
+    let closed = if let Some(q) = escaped_quote(b, i) {
+        i = q + 1;
         true
     } else if matches!(b.get(i), Some(b'"' | b'\'')) {
         i += 1;
@@ -565,17 +566,32 @@ fn value_after(b: &[u8], start: usize, end: usize) -> Option<(u8, usize, usize)>
     while matches!(b.get(i), Some(b' ' | b'\t')) {
         i += 1;
     }
-    // Pretty-printed JSON puts a value on the next line.
-    if sep == b':' && matches!(b.get(i), Some(b'\r' | b'\n')) {
+    // Pretty-printed JSON puts a value on the next line, its line break escaped when
+    // that JSON is itself inside a JSON string.
+    if sep == b':' {
         let mut j = i;
-        while b.get(j).is_some_and(|c| c.is_ascii_whitespace()) {
-            j += 1;
+        loop {
+            match (b.get(j), b.get(j + 1)) {
+                (Some(c), _) if c.is_ascii_whitespace() => j += 1,
+                (Some(b'\\'), _) => match b[j..].iter().position(|c| *c != b'\\') {
+                    Some(k) if matches!(b[j + k], b'n' | b'r' | b't') => j += k + 1,
+                    _ => break,
+                },
+                _ => break,
+            }
         }
-        if b.get(j) == Some(&b'"') {
+        let quote = b.get(j) == Some(&b'"') || escaped_quote(b, j).is_some();
+        if j > i && quote {
             i = j;
         }
     }
     Some((sep, i, b.len()))
+}
+
+/// Where the `"` is, when `b[i..]` is a `"` escaped by one or more backslashes.
+fn escaped_quote(b: &[u8], i: usize) -> Option<usize> {
+    let n = b.get(i..)?.iter().take_while(|c| **c == b'\\').count();
+    (n > 0 && b.get(i + n) == Some(&b'"')).then_some(i + n)
 }
 
 /// The span of the value starting at `i` (its content, inside quotes), or `None` when
@@ -593,12 +609,14 @@ fn value_span(
         from + b[from..len].iter().take_while(|c| !stop(**c)).count()
     };
     let (mut vs, mut ve) = match b.get(i)? {
-        b'\\' if b.get(i + 1) == Some(&b'"') => {
-            // An escaped quote inside a JSON string: up to the next `\"`.
-            let from = i + 2;
-            let end = (from..len)
-                .find(|&j| b[j] == b'\\' && b.get(j + 1) == Some(&b'"'))
-                .unwrap_or(len);
+        b'\\' if escaped_quote(b, i).is_some() => {
+            // An escaped quote inside a JSON string: up to the next quote, less the
+            // backslashes that escape it.
+            let from = escaped_quote(b, i).map_or(len, |q| q + 1);
+            let mut end = from + b[from..len].iter().take_while(|c| **c != b'"').count();
+            while end > from && b[end - 1] == b'\\' {
+                end -= 1;
+            }
             (from, end)
         }
         b'"' => {

@@ -47,6 +47,16 @@ pub const CREDENTIAL_CASES: &[CredentialCase] = &[
     case("password", "mysql --password=MysqlFlagPw1 shop", "MysqlFlagPw1"),
     case("password", "db:\n  password: Yaml Pass Phrase9\n  host: db", "Yaml Pass Phrase9"),
     case("password", "{\n  \"dbPassword\":\n    \"PrettyJsonPw2\"\n}", "PrettyJsonPw2"),
+    case(
+        "password",
+        r#"{"command":"{\n  \"dbPassword\":\n    \"EscPrettyPw3\"\n}"}"#,
+        "EscPrettyPw3",
+    ),
+    case(
+        "password",
+        r#"{"a":"{\"b\":\"{\\\"password\\\":\\\"TwiceEscPw4\\\"}\"}"}"#,
+        "TwiceEscPw4",
+    ),
     case("passwd", "smbclient //srv/share --passwd=Passwd4Smb", "Passwd4Smb"),
     case("passphrase", r#"{"passphrase": "correct-horse-battery3"}"#, "correct-horse-battery3"),
     case("pgpassword", "PGPASSWORD=PgS3cretPw psql -h db -U app", "PgS3cretPw"),
