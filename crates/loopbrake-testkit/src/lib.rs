@@ -1,6 +1,8 @@
 //! Test-only helpers shared by loopbrake's crates: the property-test strategies the
-//! fuzz tests of the protocol, the hooks and the MCP proxy draw their inputs from.
-//! A dev-dependency only; nothing at run time depends on it.
+//! fuzz tests of the protocol, the hooks and the MCP proxy draw their inputs from, and
+//! the credential cases the redaction table test (`loopbrake-core`) and the surface test
+//! (`crates/loopbrake/tests/redaction_surfaces.rs`) share. A dev-dependency only;
+//! nothing at run time depends on it.
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
