@@ -794,6 +794,31 @@ mod tests {
         );
     }
 
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Any text, however its quotes, escapes and multi-byte characters fall around
+        /// key names and shapes: no panic, and the result is valid text.
+        #[test]
+        fn any_text_is_redacted_without_panic(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("[ -~\\n\\té€]{0,12}").unwrap(),
+                    proptest::sample::select(vec![
+                        "password", "\\\"", "\"", "'", ":", "=", "--token", " ", "\\n", "\\",
+                        "Bearer ", "Basic ", "-----BEGIN RSA PRIVATE KEY-----", "mysql -p",
+                        "sshpass -p", "https://u:", "@", "?key=", "é", "[REDACTED]",
+                    ]).prop_map(str::to_string),
+                ],
+                0..24,
+            )
+        ) {
+            let text = parts.concat();
+            let _ = redact(&text);
+            let _ = redact_cut(&text, 7);
+        }
+    }
+
     #[test]
     fn a_cut_never_half_shows_a_private_key() {
         let pem = format!(
