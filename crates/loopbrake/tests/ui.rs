@@ -221,12 +221,14 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
     // Reset: gone, then not found.
     let r = c
         .delete(format!("{}/api/sessions/looping", s.base))
+        .header("origin", &s.base)
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let r = c
         .delete(format!("{}/api/sessions/looping", s.base))
+        .header("origin", &s.base)
         .send()
         .await
         .unwrap();
@@ -254,7 +256,7 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
         (json!({"breaker": {"windw": 8}}), "breaker.windw"),
         (json!({"strek": {}}), "strek"),
     ] {
-        let (status, v) = put_config(&c, &s, &edit, None).await;
+        let (status, v) = put_config(&c, &s, &edit, Some(&s.base)).await;
         assert_eq!(status, 400, "{edit}: {v}");
         assert_eq!(v["error"]["key"], key, "{v}");
         assert!(v["error"]["rule"].is_string() && v["error"]["message"].is_string());
@@ -266,6 +268,7 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
     }
     let r = c
         .put(format!("{}/api/config", s.base))
+        .header("origin", &s.base)
         .body("max_repeats=5")
         .send()
         .await
@@ -321,7 +324,13 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
         .unwrap();
     assert_success(&out);
     // null removes a key: its default applies again.
-    let (status, v) = put_config(&c, &s, &json!({"breaker": {"warn_at": null}}), None).await;
+    let (status, v) = put_config(
+        &c,
+        &s,
+        &json!({"breaker": {"warn_at": null}}),
+        Some(&s.base),
+    )
+    .await;
     assert_eq!(
         (status, v["effective"]["breaker"]["warn_at"].as_u64()),
         (200, Some(7))
@@ -394,6 +403,65 @@ async fn a_token_is_required_when_set_and_other_origins_cannot_change_anything()
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
     assert!(!std::fs::read_to_string(&s.cfg)
+        .unwrap()
+        .contains("max_repeats = 9"));
+}
+
+/// `curl -X PUT` with no `Origin` changes nothing: a state-changing request carries the
+/// dashboard's origin, or (with `--token`) the token in an `Authorization` header; the
+/// cookie alone is not enough, since a browser sends it whichever page asks.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_state_changing_request_needs_the_origin_or_the_bearer_token() {
+    let edit = json!({"streak": {"max_repeats": 9}});
+    let s = start("no-origin", &[]);
+    populate(&s.cfg);
+    let c = client();
+    let (status, v) = put_config(&c, &s, &edit, None).await;
+    assert_eq!(status, 403, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("Origin"),
+        "{v}"
+    );
+    let r = c
+        .delete(format!("{}/api/sessions/looping", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(!std::fs::read_to_string(&s.cfg)
+        .unwrap()
+        .contains("max_repeats = 9"));
+    let (status, _) = get_json(&c, &format!("{}/api/sessions/looping", s.base)).await;
+    assert_eq!(status, 200, "the session is still there");
+    let (status, v) = put_config(&c, &s, &edit, Some(&s.base)).await;
+    assert_eq!(status, 200, "{v}");
+
+    let s = start("bearer", &["--token", "s3cret-token"]);
+    let r = c
+        .get(format!("{}/?token=s3cret-token", s.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let put = |auth: Option<(&str, String)>| {
+        let mut req = c
+            .put(format!("{}/api/config", s.base))
+            .header("content-type", "application/json")
+            .body(edit.to_string());
+        if let Some((k, v)) = auth {
+            req = req.header(k, v);
+        }
+        req
+    };
+    let r = put(Some(("cookie", pair))).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 403, "the cookie alone is not enough");
+    let r = put(Some(("authorization", "Bearer s3cret-token".into())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "a script with the token");
+    assert!(std::fs::read_to_string(&s.cfg)
         .unwrap()
         .contains("max_repeats = 9"));
 }
@@ -543,6 +611,7 @@ async fn put_if(
 ) -> (u16, Value) {
     let mut req = c
         .put(format!("{base}/api/config"))
+        .header("origin", base)
         .header("content-type", "application/json")
         .body(body.to_string());
     if let Some(v) = if_match {
