@@ -466,6 +466,96 @@ async fn a_state_changing_request_needs_the_origin_or_the_bearer_token() {
         .contains("max_repeats = 9"));
 }
 
+/// `loopbrake ui` started in `dir` with `home` as `$HOME` and no `--config`: the address.
+fn start_in(dir: &Path, home: &Path) -> (Child, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .args(["ui", "--listen", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_UI_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let base = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    let mut second = String::new();
+    if dir.join("loopbrake.toml").is_file() {
+        err.read_line(&mut second).unwrap();
+    }
+    (child, base, first + &second)
+}
+
+/// Started where there is no project file, the dashboard edits the user's configuration
+/// (creating it), the file a hook run in any other folder finds; started in a project
+/// with its own `loopbrake.toml`, it edits that one and warns that it shadows the user's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_edits_the_file_the_hooks_read() {
+    let root = tmpdir("ui", "user-file");
+    let home = root.join("home");
+    let project = root.join("project");
+    let elsewhere = root.join("elsewhere");
+    for d in [&home, &project, &elsewhere] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let user = home.join(".config/loopbrake/config.toml");
+    let c = client();
+    let (mut child, base, said) = start_in(&home, &home);
+    assert!(said.contains(&user.display().to_string()), "{said}");
+    let page = get_text(&c, format!("{base}/settings")).await;
+    assert!(page.contains(&user.display().to_string()), "{page}");
+    assert!(page.contains("Your user configuration"), "{page}");
+    let r = c
+        .put(format!("{base}/api/config"))
+        .header("origin", &base)
+        .header("content-type", "application/json")
+        .body(json!({"streak": {"max_repeats": 7}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !home.join("loopbrake.toml").exists(),
+        "not ./loopbrake.toml"
+    );
+    // What a hook run in another folder loads.
+    let out = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .args(["config", "check"])
+        .current_dir(&elsewhere)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("LOOPBRAKE_CONFIG")
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("max_repeats = 7"), "{shown}");
+
+    std::fs::write(
+        project.join("loopbrake.toml"),
+        "[streak]\nmax_repeats = 5\n",
+    )
+    .unwrap();
+    let (mut child, base, said) = start_in(&project, &home);
+    assert!(said.contains("shadows your configuration"), "{said}");
+    let page = get_text(&c, format!("{base}/settings")).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(page.contains("A project file"), "{page}");
+    assert!(page.contains("shadows your user configuration"), "{page}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_token_only_loopback_hosts_are_answered() {
     let s = start("host", &[]);

@@ -45,8 +45,10 @@ pub struct Ui {
     /// Where session state lives.
     pub store: Arc<dyn Store>,
     /// The configuration file read and written (`--config`, else the one the lookup
-    /// finds, else `./loopbrake.toml`).
+    /// finds, else the user's file: `settings::editable`).
     pub config_path: PathBuf,
+    /// Which kind of file that is, for the page to say who reads it.
+    pub editable: crate::settings::Editable,
     /// Every request must carry it, when set.
     pub token: Option<String>,
     /// The address listened on.
