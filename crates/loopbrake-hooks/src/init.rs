@@ -265,3 +265,118 @@ mod gemini_tests {
         assert!(s["hooks"].get("AfterTool").is_none());
     }
 }
+
+/// How a settings text wrote its objects: each object's keys in the order written, at
+/// every depth.
+enum Shape {
+    Object(Vec<(String, Shape)>),
+    Array(Vec<Shape>),
+    Leaf,
+}
+
+impl<'de> serde::Deserialize<'de> for Shape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Shape;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_unit<E>(self) -> Result<Shape, E> {
+                Ok(Shape::Leaf)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Shape, A::Error> {
+                let mut items = Vec::new();
+                while let Some(s) = a.next_element()? {
+                    items.push(s);
+                }
+                Ok(Shape::Array(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Shape, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((k, s)) = a.next_entry::<String, Shape>()? {
+                    keys.push((k, s));
+                }
+                Ok(Shape::Object(keys))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `value` written with the keys of every object in the order `shape` (the file before
+/// the edit) had them; keys it did not have follow, in their own order.
+struct InOrder<'a>(&'a Value, Option<&'a Shape>);
+
+impl serde::Serialize for InOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match (self.0, self.1) {
+            (Value::Object(m), shape) => {
+                let written: &[(String, Shape)] = match shape {
+                    Some(Shape::Object(keys)) => keys,
+                    _ => &[],
+                };
+                let mut out = s.serialize_map(Some(m.len()))?;
+                let mut done: Vec<&str> = Vec::new();
+                for (k, sub) in written {
+                    if let Some(v) = m.get(k).filter(|_| !done.contains(&k.as_str())) {
+                        out.serialize_entry(k, &InOrder(v, Some(sub)))?;
+                        done.push(k);
+                    }
+                }
+                for (k, v) in m.iter().filter(|(k, _)| !done.contains(&k.as_str())) {
+                    out.serialize_entry(k, &InOrder(v, None))?;
+                }
+                out.end()
+            }
+            (Value::Array(items), shape) => {
+                let shapes: &[Shape] = match shape {
+                    Some(Shape::Array(items)) => items,
+                    _ => &[],
+                };
+                let mut out = s.serialize_seq(Some(items.len()))?;
+                for (i, v) in items.iter().enumerate() {
+                    out.serialize_element(&InOrder(v, shapes.get(i)))?;
+                }
+                out.end()
+            }
+            (v, _) => v.serialize(s),
+        }
+    }
+}
+
+/// The settings text to write: `settings` pretty-printed with the keys in the order the
+/// user's file (`original`) had them, so an install or removal changes only loopbrake's
+/// own entries; new keys follow the existing ones.
+///
+/// ```
+/// let original = r#"{"permissions": {"deny": [], "allow": []}, "hooks": {}}"#;
+/// let mut v: serde_json::Value = serde_json::from_str(original).unwrap();
+/// v["model"] = "opus".into();
+/// let text = loopbrake_hooks::init::render(Some(original), &v);
+/// let order: Vec<usize> = ["\"permissions\"", "\"deny\"", "\"allow\"", "\"hooks\"", "\"model\""]
+///     .iter().map(|k| text.find(k).unwrap()).collect();
+/// assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+/// ```
+pub fn render(original: Option<&str>, settings: &Value) -> String {
+    let shape: Option<Shape> = original.and_then(|t| serde_json::from_str(t).ok());
+    let text = serde_json::to_string_pretty(&InOrder(settings, shape.as_ref()))
+        .unwrap_or_else(|_| settings.to_string());
+    text + "\n"
+}

@@ -11,6 +11,7 @@ use loopbrake_core::{
 };
 use loopbrake_session::{SessionError, Sessions};
 use loopbrake_store::{MemoryStore, Store};
+use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -103,6 +104,44 @@ pub struct Guarded<T> {
     pub value: T,
     /// Advisories (repeat stages, failure track) for the model.
     pub advisories: Vec<String>,
+}
+
+/// What a guarded body returned, as loopbrake records it: the text the progress signal
+/// digests. A call whose result moves on (`"progress 10%"`, `"progress 20%"`, …) is not a
+/// loop; one returning the same result again is.
+///
+/// Every [`Serialize`] type has it: a string is its own text (`String`, `&str`,
+/// `Cow<str>`), any other value its canonical JSON (`serde_json::Value`, numbers, your
+/// `#[derive(Serialize)]` structs, with object keys sorted), `()` and `None` no text. For
+/// a type that is not `Serialize`, implement it, or pass the outcome explicitly with
+/// [`Brake::guard_with`] / [`Brake::guard_async_with`].
+///
+/// ```
+/// use loopbrake::ToolOutput;
+/// assert_eq!("progress 10%".outcome().text.as_deref(), Some("progress 10%"));
+/// assert_eq!(serde_json::json!({"b": 1, "a": 2}).outcome().text.as_deref(), Some(r#"{"a":2,"b":1}"#));
+/// assert_eq!(().outcome().text, None);
+/// ```
+pub trait ToolOutput {
+    /// The outcome of a call that returned `self` (a success).
+    fn outcome(&self) -> Outcome;
+}
+
+impl<T: Serialize + ?Sized> ToolOutput for T {
+    fn outcome(&self) -> Outcome {
+        let text = match serde_json::to_value(self) {
+            Ok(Value::String(s)) => Some(s),
+            Ok(Value::Null) | Err(_) => None,
+            // Too deep to canonicalise: its plain JSON text still tells results apart.
+            Ok(v) => loopbrake_core::canonical::canonical_json(&v)
+                .ok()
+                .or_else(|| serde_json::to_string(&v).ok()),
+        };
+        Outcome {
+            text,
+            ..Outcome::default()
+        }
+    }
 }
 
 impl Brake {
@@ -299,9 +338,10 @@ impl<S: Store> Brake<S> {
         id: &str,
         mut advisories: Vec<String>,
         result: Result<T, E>,
+        outcome: impl FnOnce(&T) -> Outcome,
     ) -> Result<Guarded<T>, GuardError<E>> {
         let outcome = match &result {
-            Ok(_) => Outcome::default(),
+            Ok(value) => outcome(value),
             Err(e) => Outcome {
                 is_error: Some(true),
                 text: Some(e.to_string()),
@@ -317,8 +357,10 @@ impl<S: Store> Brake<S> {
         }
     }
 
-    /// Runs `body` only if the call is allowed, then records its outcome (an `Err` is a
-    /// failure). A refused call returns [`GuardError::Refused`] and `body` never runs.
+    /// Runs `body` only if the call is allowed, then records its outcome: an `Err` is a
+    /// failure, an `Ok` value is digested through [`ToolOutput`], so a body whose result
+    /// moves on is not stopped as a loop. A refused call returns [`GuardError::Refused`]
+    /// and `body` never runs.
     ///
     /// ```
     /// use loopbrake::{Brake, GuardError};
@@ -332,20 +374,54 @@ impl<S: Store> Brake<S> {
     ///         assert_eq!(refusal.code, "LOOP_BRAKE");
     ///     }
     /// }
-    /// assert_eq!(runs, 2, "the third identical call never ran");
+    /// assert_eq!(runs, 2, "the third identical call, after the same result twice, never ran");
+    ///
+    /// // A poll whose output advances keeps running.
+    /// let job = json!({"job": 7});
+    /// for pct in [10, 20, 30, 40, 50] {
+    ///     let out = brake.guard("s1", "job_status", &job, || Ok::<_, String>(format!("progress {pct}%")));
+    ///     assert!(out.is_ok());
+    /// }
     /// ```
-    pub fn guard<T, E: fmt::Display>(
+    pub fn guard<T: ToolOutput, E: fmt::Display>(
         &self,
         session: &str,
         tool: &str,
         args: &Value,
         body: impl FnOnce() -> Result<T, E>,
     ) -> Result<Guarded<T>, GuardError<E>> {
+        self.guard_with(session, tool, args, body, T::outcome)
+    }
+
+    /// [`Brake::guard`] with the outcome of a success given explicitly: `outcome` turns
+    /// the body's value into what loopbrake records (its text, and an HTTP status or exit
+    /// code when the value carries a failure). For values that are not [`ToolOutput`].
+    ///
+    /// ```
+    /// use loopbrake::{Brake, Outcome};
+    /// struct Response { status: u16, body: String }
+    /// let brake = Brake::default();
+    /// let args = serde_json::json!({"url": "https://example.com/"});
+    /// let out = brake.guard_with(
+    ///     "s1", "fetch", &args,
+    ///     || Ok::<_, String>(Response { status: 200, body: "hello".into() }),
+    ///     |r| Outcome { status_code: Some(r.status.into()), ..Outcome::success(r.body.clone()) },
+    /// );
+    /// assert_eq!(out.unwrap().value.body, "hello");
+    /// ```
+    pub fn guard_with<T, E: fmt::Display>(
+        &self,
+        session: &str,
+        tool: &str,
+        args: &Value,
+        body: impl FnOnce() -> Result<T, E>,
+        outcome: impl FnOnce(&T) -> Outcome,
+    ) -> Result<Guarded<T>, GuardError<E>> {
         let id = self.next_call_id();
         let advisories = self
             .admit(session, &id, tool, args)
             .map_err(GuardError::Refused)?;
-        self.finish(session, &id, advisories, body())
+        self.finish(session, &id, advisories, body(), outcome)
     }
 
     /// [`Brake::guard`] for async bodies: `body` is only called (and its future only
@@ -367,6 +443,26 @@ impl<S: Store> Brake<S> {
         body: F,
     ) -> Result<Guarded<T>, GuardError<E>>
     where
+        T: ToolOutput,
+        E: fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.guard_async_with(session, tool, args, body, T::outcome)
+            .await
+    }
+
+    /// [`Brake::guard_async`] with the outcome of a success given explicitly (see
+    /// [`Brake::guard_with`]).
+    pub async fn guard_async_with<T, E, F, Fut>(
+        &self,
+        session: &str,
+        tool: &str,
+        args: &Value,
+        body: F,
+        outcome: impl FnOnce(&T) -> Outcome,
+    ) -> Result<Guarded<T>, GuardError<E>>
+    where
         E: fmt::Display,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -376,7 +472,7 @@ impl<S: Store> Brake<S> {
             .admit(session, &id, tool, args)
             .map_err(GuardError::Refused)?;
         let result = body().await;
-        self.finish(session, &id, advisories, result)
+        self.finish(session, &id, advisories, result, outcome)
     }
 
     /// Wraps one execute function (the original's `wrapExecute`): the returned closure
@@ -393,7 +489,7 @@ impl<S: Store> Brake<S> {
     /// assert!(search(&args).is_ok());
     /// assert!(search(&args).is_err());
     /// ```
-    pub fn wrap<T, E: fmt::Display>(
+    pub fn wrap<T: ToolOutput, E: fmt::Display>(
         brake: Arc<Brake<S>>,
         tool: impl Into<String>,
         session: impl Into<String>,
@@ -431,7 +527,10 @@ impl<T, S: Store> Braked<T, S> {
     }
 }
 
-impl<T: Tool, S: Store> Tool for Braked<T, S> {
+impl<T: Tool, S: Store> Tool for Braked<T, S>
+where
+    T::Output: ToolOutput,
+{
     type Output = Guarded<T::Output>;
     type Error = GuardError<T::Error>;
 

@@ -27,7 +27,9 @@ pub mod files;
 pub mod settings;
 pub mod ui;
 
-pub use brake::{decorate, Approver, Brake, Braked, GuardError, Guarded, Refusal, Tool};
+pub use brake::{
+    decorate, Approver, Brake, Braked, GuardError, Guarded, Refusal, Tool, ToolOutput,
+};
 pub use loopbrake_core as core;
 pub use loopbrake_core::{
     breaker, canonical, config, engine, progress, redact, streak, Call, Config, ConfigError,

@@ -179,17 +179,74 @@ pub fn locate(
     if local.is_file() {
         return Some(local);
     }
-    let config_home = env("XDG_CONFIG_HOME")
+    user_file(env).filter(|p| p.is_file())
+}
+
+/// The user's configuration file, whether or not it exists:
+/// `$XDG_CONFIG_HOME/loopbrake/config.toml`, else `~/.config/loopbrake/config.toml`
+/// (`None` without either variable).
+pub fn user_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("XDG_CONFIG_HOME")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
             env("HOME")
                 .filter(|h| !h.is_empty())
                 .map(|h| PathBuf::from(h).join(".config"))
-        });
-    config_home
+        })
         .map(|d| d.join("loopbrake").join("config.toml"))
-        .filter(|p| p.is_file())
+}
+
+/// Which file an editor of the configuration (the dashboard) changes, and who reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Editable {
+    /// Named with `--config` or `$LOOPBRAKE_CONFIG`: read by what is given the same name.
+    Named(PathBuf),
+    /// `./loopbrake.toml` of the working folder: read by what runs in that folder, where it
+    /// shadows the user's file (named here when that exists too).
+    Project {
+        /// The project file.
+        path: PathBuf,
+        /// The user's file it shadows, when there is one.
+        shadows: Option<PathBuf>,
+    },
+    /// The user's file (created on the first edit when missing): read by what runs
+    /// anywhere without a project file or a named one.
+    User(PathBuf),
+}
+
+impl Editable {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        match self {
+            Editable::Named(p) | Editable::User(p) => p,
+            Editable::Project { path, .. } => path,
+        }
+    }
+}
+
+/// The file to edit so that what is written is what hooks, `serve` and `mcp` read: the one
+/// the lookup finds, else the user's file (even if it does not exist yet: the hooks find
+/// it once it does), else `./loopbrake.toml` when there is no home directory.
+pub fn editable(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> Editable {
+    if let Some(p) = explicit {
+        return Editable::Named(p.to_path_buf());
+    }
+    if let Some(p) = env("LOOPBRAKE_CONFIG").filter(|p| !p.is_empty()) {
+        return Editable::Named(PathBuf::from(p));
+    }
+    let local = cwd.join("loopbrake.toml");
+    match user_file(env) {
+        Some(user) if !local.is_file() => Editable::User(user),
+        user => Editable::Project {
+            path: local,
+            shadows: user.filter(|u| u.is_file()),
+        },
+    }
 }
 
 /// Parses configuration text (all tables validated).

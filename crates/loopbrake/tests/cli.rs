@@ -410,6 +410,51 @@ fn config_check_prints_every_section_with_credentials_hidden() {
     }
 }
 
+/// `--from` naming the wrong format is an error naming the right one, and input of which
+/// nothing could be read exits non-zero instead of reporting 0 sessions.
+#[test]
+fn replay_from_the_wrong_format_says_so_and_fails() {
+    let run = repo().join("examples/django-11265.jsonl");
+    for from in ["claude-code", "codex"] {
+        let out = bin()
+            .args(["replay", "--report", "--from", from])
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{from}");
+        assert!(out.stdout.is_empty(), "{from}: no report");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(&format!("django-11265.jsonl looks like a recorded run in the trajectory format, not {from}: run `loopbrake replay --from trajectory` on it")),
+            "{from}: {err}"
+        );
+    }
+    let out = bin()
+        .args(["replay", "--report", "--from", "trajectory"])
+        .arg(repo().join("README.md"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("nothing in ")
+            && err.contains(
+                "README.md could be read as a recorded run in the trajectory format (skipped "
+            ),
+        "{err}"
+    );
+    let out = run_with_stdin(
+        bin().args(["replay", "--from", "codex", "-"]),
+        b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("looks like protocol events, not a recorded run in the codex format: run `loopbrake replay` on it without --from"),
+        "{err}"
+    );
+}
+
 #[test]
 fn replay_of_a_recorded_run_without_from_names_the_format() {
     let out = bin()

@@ -327,6 +327,75 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
     std::fs::remove_file(dir.join("loopbrake.toml")).unwrap();
 }
 
+/// `init` changes only its own entries: the user's keys keep their order, the backup is
+/// the user's file however often loopbrake installs and removes, `--project` in a
+/// subfolder edits the project root's file (as the host reads it), and the path printed
+/// is absolute.
+#[test]
+fn init_keeps_the_users_order_and_first_backup_and_finds_the_project_root() {
+    let dir = tmpdir("hooks", "init-order");
+    let root = dir.join("proj");
+    let sub = root.join("sub/dir");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::create_dir_all(&sub).unwrap();
+    let settings = root.join(".claude/settings.json");
+    let original = "{\n  \"permissions\": {\"deny\": [\"Bash(rm:*)\"], \"allow\": [\"Bash(ls)\"]},\n  \"env\": {\"ZED\": \"1\", \"ALPHA\": \"2\"},\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n  \"model\": \"opus\"\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir)
+            .current_dir(&sub)
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = init(&["claude", "--project"]);
+    assert!(
+        out.contains(&format!(
+            "Installed loopbrake's hooks into {}",
+            settings.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        !sub.join(".claude").exists(),
+        "nothing created in the subfolder"
+    );
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let at = |k: &str| text.find(k).unwrap_or_else(|| panic!("{k} in {text}"));
+    assert!(
+        at("\"permissions\"") < at("\"env\"") && at("\"env\"") < at("\"hooks\""),
+        "{text}"
+    );
+    assert!(
+        at("\"deny\"") < at("\"allow\"") && at("\"ZED\"") < at("\"ALPHA\""),
+        "{text}"
+    );
+    let backup = root.join(".claude/settings.json.loopbrake-backup");
+    for _ in 0..2 {
+        init(&["claude", "--project", "--remove"]);
+        init(&["claude", "--project"]);
+    }
+    init(&["claude", "--project", "--remove"]);
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        original,
+        "the user's own file"
+    );
+    let removed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let before: Value = serde_json::from_str(original).unwrap();
+    assert_eq!(removed, before);
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        text.find("\"permissions\"").unwrap() < text.find("\"hooks\"").unwrap(),
+        "{text}"
+    );
+}
+
 #[test]
 fn sessions_lists_and_resets() {
     let dir = tmpdir("hooks", "sessions");

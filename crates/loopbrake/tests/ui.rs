@@ -221,12 +221,14 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
     // Reset: gone, then not found.
     let r = c
         .delete(format!("{}/api/sessions/looping", s.base))
+        .header("origin", &s.base)
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let r = c
         .delete(format!("{}/api/sessions/looping", s.base))
+        .header("origin", &s.base)
         .send()
         .await
         .unwrap();
@@ -254,7 +256,7 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
         (json!({"breaker": {"windw": 8}}), "breaker.windw"),
         (json!({"strek": {}}), "strek"),
     ] {
-        let (status, v) = put_config(&c, &s, &edit, None).await;
+        let (status, v) = put_config(&c, &s, &edit, Some(&s.base)).await;
         assert_eq!(status, 400, "{edit}: {v}");
         assert_eq!(v["error"]["key"], key, "{v}");
         assert!(v["error"]["rule"].is_string() && v["error"]["message"].is_string());
@@ -266,6 +268,7 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
     }
     let r = c
         .put(format!("{}/api/config", s.base))
+        .header("origin", &s.base)
         .body("max_repeats=5")
         .send()
         .await
@@ -321,7 +324,13 @@ async fn edits_are_validated_whole_written_atomically_and_keep_comments() {
         .unwrap();
     assert_success(&out);
     // null removes a key: its default applies again.
-    let (status, v) = put_config(&c, &s, &json!({"breaker": {"warn_at": null}}), None).await;
+    let (status, v) = put_config(
+        &c,
+        &s,
+        &json!({"breaker": {"warn_at": null}}),
+        Some(&s.base),
+    )
+    .await;
     assert_eq!(
         (status, v["effective"]["breaker"]["warn_at"].as_u64()),
         (200, Some(7))
@@ -396,6 +405,155 @@ async fn a_token_is_required_when_set_and_other_origins_cannot_change_anything()
     assert!(!std::fs::read_to_string(&s.cfg)
         .unwrap()
         .contains("max_repeats = 9"));
+}
+
+/// `curl -X PUT` with no `Origin` changes nothing: a state-changing request carries the
+/// dashboard's origin, or (with `--token`) the token in an `Authorization` header; the
+/// cookie alone is not enough, since a browser sends it whichever page asks.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_state_changing_request_needs_the_origin_or_the_bearer_token() {
+    let edit = json!({"streak": {"max_repeats": 9}});
+    let s = start("no-origin", &[]);
+    populate(&s.cfg);
+    let c = client();
+    let (status, v) = put_config(&c, &s, &edit, None).await;
+    assert_eq!(status, 403, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("Origin"),
+        "{v}"
+    );
+    let r = c
+        .delete(format!("{}/api/sessions/looping", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(!std::fs::read_to_string(&s.cfg)
+        .unwrap()
+        .contains("max_repeats = 9"));
+    let (status, _) = get_json(&c, &format!("{}/api/sessions/looping", s.base)).await;
+    assert_eq!(status, 200, "the session is still there");
+    let (status, v) = put_config(&c, &s, &edit, Some(&s.base)).await;
+    assert_eq!(status, 200, "{v}");
+
+    let s = start("bearer", &["--token", "s3cret-token"]);
+    let r = c
+        .get(format!("{}/?token=s3cret-token", s.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let put = |auth: Option<(&str, String)>| {
+        let mut req = c
+            .put(format!("{}/api/config", s.base))
+            .header("content-type", "application/json")
+            .body(edit.to_string());
+        if let Some((k, v)) = auth {
+            req = req.header(k, v);
+        }
+        req
+    };
+    let r = put(Some(("cookie", pair))).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 403, "the cookie alone is not enough");
+    let r = put(Some(("authorization", "Bearer s3cret-token".into())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "a script with the token");
+    assert!(std::fs::read_to_string(&s.cfg)
+        .unwrap()
+        .contains("max_repeats = 9"));
+}
+
+/// `loopbrake ui` started in `dir` with `home` as `$HOME` and no `--config`: the address.
+fn start_in(dir: &Path, home: &Path) -> (Child, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .args(["ui", "--listen", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_UI_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let base = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    let mut second = String::new();
+    if dir.join("loopbrake.toml").is_file() {
+        err.read_line(&mut second).unwrap();
+    }
+    (child, base, first + &second)
+}
+
+/// Started where there is no project file, the dashboard edits the user's configuration
+/// (creating it), the file a hook run in any other folder finds; started in a project
+/// with its own `loopbrake.toml`, it edits that one and warns that it shadows the user's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_edits_the_file_the_hooks_read() {
+    let root = tmpdir("ui", "user-file");
+    let home = root.join("home");
+    let project = root.join("project");
+    let elsewhere = root.join("elsewhere");
+    for d in [&home, &project, &elsewhere] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let user = home.join(".config/loopbrake/config.toml");
+    let c = client();
+    let (mut child, base, said) = start_in(&home, &home);
+    assert!(said.contains(&user.display().to_string()), "{said}");
+    let page = get_text(&c, format!("{base}/settings")).await;
+    assert!(page.contains(&user.display().to_string()), "{page}");
+    assert!(page.contains("Your user configuration"), "{page}");
+    let r = c
+        .put(format!("{base}/api/config"))
+        .header("origin", &base)
+        .header("content-type", "application/json")
+        .body(json!({"streak": {"max_repeats": 7}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !home.join("loopbrake.toml").exists(),
+        "not ./loopbrake.toml"
+    );
+    // What a hook run in another folder loads.
+    let out = Command::new(env!("CARGO_BIN_EXE_loopbrake"))
+        .args(["config", "check"])
+        .current_dir(&elsewhere)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("LOOPBRAKE_CONFIG")
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("max_repeats = 7"), "{shown}");
+
+    std::fs::write(
+        project.join("loopbrake.toml"),
+        "[streak]\nmax_repeats = 5\n",
+    )
+    .unwrap();
+    let (mut child, base, said) = start_in(&project, &home);
+    assert!(said.contains("shadows your configuration"), "{said}");
+    let page = get_text(&c, format!("{base}/settings")).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(page.contains("A project file"), "{page}");
+    assert!(page.contains("shadows your user configuration"), "{page}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -543,6 +701,7 @@ async fn put_if(
 ) -> (u16, Value) {
     let mut req = c
         .put(format!("{base}/api/config"))
+        .header("origin", base)
         .header("content-type", "application/json")
         .body(body.to_string());
     if let Some(v) = if_match {

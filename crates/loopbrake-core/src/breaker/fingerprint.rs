@@ -46,6 +46,28 @@ impl Kind {
         }
     }
 
+    /// The kind a fingerprint's text names (the text before its first `:`).
+    pub fn of(text: &str) -> Kind {
+        match text.split(':').next().unwrap_or("") {
+            "host" => Kind::Host,
+            "net" => Kind::Net,
+            "site" => Kind::Site,
+            "sink" => Kind::Sink,
+            "cmd" => Kind::Cmd,
+            "exact" => Kind::Exact,
+            "family" => Kind::Family,
+            _ => Kind::Verb,
+        }
+    }
+
+    /// Whether an occurrence that returned new output leaves the window count (with the
+    /// progress signal on): the identities of one action (`exact:`, `cmd:`, `net:`). A
+    /// target measure (`host:`, `site:`, `sink:`, `family:`, `verb:`) counts every call,
+    /// whatever it returned.
+    pub fn new_output_uncounted(self) -> bool {
+        matches!(self, Kind::Exact | Kind::Cmd | Kind::Net)
+    }
+
     /// The prefix name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -108,16 +130,7 @@ impl FingerprintSet {
         if self.fps.iter().any(|f| f.text == text) {
             return;
         }
-        let kind = match text.split(':').next().unwrap_or("") {
-            "host" => Kind::Host,
-            "net" => Kind::Net,
-            "site" => Kind::Site,
-            "sink" => Kind::Sink,
-            "cmd" => Kind::Cmd,
-            "exact" => Kind::Exact,
-            "family" => Kind::Family,
-            _ => Kind::Verb,
-        };
+        let kind = Kind::of(&text);
         let limit = cfg.limit_for(&text);
         let id = FpId::of(&text);
         self.fps.push(Fingerprint {

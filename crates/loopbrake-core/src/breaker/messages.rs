@@ -3,6 +3,7 @@
 //! budget figure, or contains `<tool_call>` / `<function=`.
 
 use super::failure::Failure;
+use super::fingerprint::Kind;
 use super::Hit;
 use std::fmt::Write;
 
@@ -51,10 +52,30 @@ pub fn stage1(fp: &str, n: u32) -> String {
     )
 }
 
-/// Stage 2: the summary demand.
-pub fn stage2(fp: &str, n: u32) -> String {
+/// What a fingerprint's window count holds, for the texts that quote it: the identities of
+/// one action (`exact:`, `cmd:`, `net:`) with the progress signal on count only calls that
+/// returned what the call before them returned; a target measure counts every call.
+fn counts(fp: &str) -> &'static str {
+    match Kind::of(fp) {
+        Kind::Host => "every call to this host counts, whatever it returned",
+        Kind::Site => "every call to this site counts, whatever it returned",
+        Kind::Sink => "every write to this destination counts, whatever it returned",
+        Kind::Family => "every HTTP fetch counts, whatever it returned",
+        Kind::Verb => "every run of this command counts, whatever it returned",
+        Kind::Exact | Kind::Cmd | Kind::Net => "",
+    }
+}
+
+/// Stage 2: the summary demand. `progress`: the progress signal is on (calls that
+/// returned new output left the count of `exact:`, `cmd:` and `net:` fingerprints).
+pub fn stage2(fp: &str, n: u32, progress: bool) -> String {
+    let how = match counts(fp) {
+        "" if progress => " without producing a new result".to_string(),
+        "" => String::new(),
+        rule => format!(" ({rule})"),
+    };
     format!(
-        "CONVERGENCE_CHECK: {fp} has now come up {n} times this turn without producing a result.\n\
+        "CONVERGENCE_CHECK: {fp} has now come up {n} times this turn{how}.\n\
          Stop and summarise your progress before any further call:\n\
          1. What is established, and how you know it.\n\
          2. What you assumed but have not verified.\n\
@@ -248,11 +269,23 @@ pub fn denial(
         );
         s.push_str("Hits:\n");
         for h in repeat_hits(hits) {
-            let _ = writeln!(s, "- {} {}/{}", h.fingerprint, h.count, h.limit);
+            let _ = write!(s, "- {} {}/{}", h.fingerprint, h.count, h.limit);
+            match counts(&h.fingerprint) {
+                "" => s.push('\n'),
+                rule => {
+                    let _ = writeln!(s, " ({rule})");
+                }
+            }
         }
-        if progress {
-            s.push_str(
-                "Calls that returned new output are not counted: each of these returned the same result as the one before it.\n",
+        if progress && repeat_hits(hits).any(|h| counts(&h.fingerprint).is_empty()) {
+            let which = if repeat_hits(hits).all(|h| counts(&h.fingerprint).is_empty()) {
+                "Calls"
+            } else {
+                "For exact:, cmd: and net: fingerprints, calls"
+            };
+            let _ = writeln!(
+                s,
+                "{which} that returned new output are not counted: the calls counted returned the same result as the one before them."
             );
         }
         s.push_str(

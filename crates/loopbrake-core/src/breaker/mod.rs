@@ -848,11 +848,7 @@ impl Breaker {
             r.out = digest;
         }
         let Some(d) = digest else { return };
-        for f in call
-            .fps
-            .iter()
-            .filter(|f| matches!(f.kind, Kind::Exact | Kind::Cmd | Kind::Net))
-        {
+        for f in call.fps.iter().filter(|f| f.kind.new_output_uncounted()) {
             match st.outputs.iter_mut().find(|(id, _)| *id == f.id) {
                 Some((_, prev)) => {
                     if *prev != d {
@@ -1183,7 +1179,10 @@ impl Breaker {
         }
         best.map(|(stage, n, f)| {
             let (text, stage) = match stage {
-                2 => (messages::stage2(&f.preview, n), Stage::Summarize),
+                2 => (
+                    messages::stage2(&f.preview, n, self.cfg.progress),
+                    Stage::Summarize,
+                ),
                 _ => (messages::stage1(&f.preview, n), Stage::Warn),
             };
             Advisory {

@@ -165,13 +165,44 @@ pub enum Scope {
     Local,
 }
 
-/// The settings file `init` edits.
+/// The project a `--project` or `--local` install is for, found as the host finds it: the
+/// nearest folder, from the working one up, holding the host's own folder (`.claude`,
+/// `.codex`, `.gemini`; the user's, in the home folder, does not count) or a git
+/// repository's root; else the working folder. Absolute.
+fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
+    let own = match dialect {
+        Dialect::Claude => ".claude",
+        Dialect::Codex => ".codex",
+        Dialect::Gemini => ".gemini",
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    let found = cwd.ancestors().find(|d| {
+        let is_home = home
+            .as_deref()
+            .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
+        d.join(".git").exists() || (!is_home && d.join(own).is_dir())
+    });
+    Ok(found.unwrap_or(&cwd).to_path_buf())
+}
+
+/// The settings file `init` edits (absolute).
 fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    let file = settings_file_named(dialect, scope)?;
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
     Ok(match (dialect, scope) {
-        (Dialect::Claude, Scope::Project) => PathBuf::from(".claude/settings.json"),
-        (Dialect::Claude, Scope::Local) => PathBuf::from(".claude/settings.local.json"),
-        (Dialect::Codex, Scope::Project) => PathBuf::from(".codex/hooks.json"),
-        (Dialect::Gemini, Scope::Project) => PathBuf::from(".gemini/settings.json"),
+        (Dialect::Claude, Scope::Project) => project_root(dialect)?.join(".claude/settings.json"),
+        (Dialect::Claude, Scope::Local) => {
+            project_root(dialect)?.join(".claude/settings.local.json")
+        }
+        (Dialect::Codex, Scope::Project) => project_root(dialect)?.join(".codex/hooks.json"),
+        (Dialect::Gemini, Scope::Project) => project_root(dialect)?.join(".gemini/settings.json"),
         (Dialect::Gemini, Scope::Local) => {
             return Err("--local is for Claude Code (settings.local.json); Gemini CLI has no personal project file: use --project or the default user settings".into())
         }
@@ -288,13 +319,23 @@ pub fn init(
         // The file keeps its mode (a private settings file stays private), and so does
         // its backup.
         let mode = loopbrake::files::mode_of(&path).unwrap_or(0o600);
+        // The first backup is the user's own file: a later install or removal never
+        // replaces it with a version loopbrake wrote.
         if let Some(text) = &existing {
             let backup = PathBuf::from(format!("{}.loopbrake-backup", path.display()));
-            loopbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
-                .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
-            outln!("Backup of the previous file: {}", backup.display());
+            // (A link planted at its name is no backup: it is replaced, never followed.)
+            if std::fs::symlink_metadata(&backup).is_ok_and(|m| m.file_type().is_file()) {
+                outln!(
+                    "Backup of the file before loopbrake first changed it, kept: {}",
+                    backup.display()
+                );
+            } else {
+                loopbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
+                    .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
+                outln!("Backup of the previous file: {}", backup.display());
+            }
         }
-        let body = serde_json::to_string_pretty(&settings)? + "\n";
+        let body = hooks_init::render(existing.as_deref(), &settings);
         loopbrake::files::replace(&path, body.as_bytes(), Some(mode))
             .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
         outln!(
@@ -305,6 +346,6 @@ pub fn init(
             changes.events.join(", ")
         );
     }
-    outln!("{}", serde_json::to_string_pretty(&settings)?);
+    out!("{}", hooks_init::render(existing.as_deref(), &settings));
     Ok(ExitCode::SUCCESS)
 }

@@ -45,6 +45,57 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     loopbrake::files::replace(path, bytes, Some(0o600)).map(|_| ())
 }
 
+/// An importer that counts the events it made: input of which nothing could be read (a
+/// file in another format) is an error, not an empty report.
+struct Counted {
+    inner: Box<dyn Importer>,
+    events: u64,
+}
+
+impl Importer for Counted {
+    fn feed(&mut self, line: &[u8], out: &mut Vec<serde_json::Value>) {
+        let before = out.len();
+        self.inner.feed(line, out);
+        self.events += (out.len() - before) as u64;
+    }
+    fn finish(&mut self, out: &mut Vec<serde_json::Value>) {
+        let before = out.len();
+        self.inner.finish(out);
+        self.events += (out.len() - before) as u64;
+    }
+    fn warnings(&self) -> &import::Warnings {
+        self.inner.warnings()
+    }
+    fn warn(&mut self, reason: &'static str) {
+        self.inner.warn(reason)
+    }
+}
+
+/// Why `--from FORMAT` does not fit the input's first line: it is a recorded run in
+/// another format, or protocol events.
+fn format_mismatch(input: &mut Box<dyn BufRead>, from: &str, path: &Path) -> Option<String> {
+    let buf = input.fill_buf().ok()?;
+    let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+    let line = &buf[..end];
+    match import::detect(line) {
+        Some(found) if found != from => Some(format!(
+            "{} looks like a recorded run in the {found} format, not {from}: run `loopbrake replay --from {found}` on it",
+            path.display()
+        )),
+        Some(_) => None,
+        None => {
+            let event = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
+                .is_ok_and(|m| m.contains_key("event"));
+            event.then(|| {
+                format!(
+                    "{} looks like protocol events, not a recorded run in the {from} format: run `loopbrake replay` on it without --from",
+                    path.display()
+                )
+            })
+        }
+    }
+}
+
 struct ReportSink<'a> {
     report: &'a mut Report,
 }
@@ -138,8 +189,14 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
                 .into());
             }
         }
-        let mut importer: Option<Box<dyn Importer>> =
-            from.and_then(|f| import::by_name(f, &path.display().to_string()));
+        if let Some(f) = from {
+            if let Some(why) = format_mismatch(&mut input, f, path) {
+                return Err(why.into());
+            }
+        }
+        let mut importer: Option<Counted> = from
+            .and_then(|f| import::by_name(f, &path.display().to_string()))
+            .map(|inner| Counted { inner, events: 0 });
         let mut sink = ReportSink {
             report: &mut report,
         };
@@ -150,7 +207,7 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
         };
         let result = run_sharded(
             input,
-            importer.as_deref_mut(),
+            importer.as_mut().map(|i| i as &mut dyn Importer),
             std::mem::take(&mut processors),
             s.protocol.max_line_bytes,
             sink,
@@ -164,6 +221,20 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
             }
         })?;
         if let Some(imp) = &importer {
+            if imp.events == 0 {
+                let skipped = match imp.warnings().total() {
+                    0 => "it is empty".to_string(),
+                    _ => format!("skipped {}", imp.warnings()),
+                };
+                return Err(format!(
+                    "nothing in {} could be read as a recorded run in the {} format ({skipped}); \
+                     --from takes {}",
+                    path.display(),
+                    from.unwrap_or_default(),
+                    import::FORMATS.join(", ")
+                )
+                .into());
+            }
             if imp.warnings().total() > 0 {
                 warn!("loopbrake: {}: skipped {}", path.display(), imp.warnings());
                 skipped.merge(imp.warnings());

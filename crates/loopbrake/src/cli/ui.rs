@@ -23,11 +23,8 @@ pub fn run(
     }
     let s = settings::load(config)?;
     let cwd = std::env::current_dir()?;
-    let config_path: PathBuf = match (config, &s.source) {
-        (Some(p), _) => p.to_path_buf(),
-        (None, settings::Source::File(p)) => p.clone(),
-        (None, settings::Source::Defaults) => cwd.join("loopbrake.toml"),
-    };
+    let editable = settings::editable(config, &process_env, &cwd);
+    let config_path: PathBuf = editable.path().to_path_buf();
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -42,10 +39,23 @@ pub fn run(
             store.describe(),
             config_path.display()
         );
+        if let settings::Editable::Project {
+            shadows: Some(user),
+            ..
+        } = &editable
+        {
+            eprintln!(
+                "loopbrake ui: {} shadows your configuration {} for everything run in {}",
+                config_path.display(),
+                user.display(),
+                cwd.display()
+            );
+        }
         serve(
             Ui {
                 store,
                 config_path,
+                editable,
                 token,
                 listen: addr,
             },

@@ -264,6 +264,10 @@ fn lock(path: &Path) -> Result<std::fs::File, EditError> {
         path: path.to_path_buf(),
         source,
     };
+    // The user's file may not exist yet, nor its folder (`~/.config/loopbrake`).
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
     let target = files::write_target(path).map_err(io)?;
     let name = target.file_name().map_or_else(
         || "loopbrake.toml".into(),

@@ -10,8 +10,8 @@
 //!
 //! Security, at the boundary: loopback by default; with a token every request needs it
 //! (`Authorization: Bearer`, or a cookie set from `?token=` once), and listening beyond
-//! loopback without one is refused at start; state-changing requests must come from the
-//! page's own origin; without a token the `Host` must be a loopback name and the `Origin`,
+//! loopback without one is refused at start; state-changing requests must carry the
+//! page's own `Origin` (or the token in an `Authorization` header); without a token the `Host` must be a loopback name and the `Origin`,
 //! when sent, a loopback origin (no DNS rebinding: `loopbrake_mcp::boundary`, the check
 //! the MCP listener makes too). Connections get `boundary::serve_http`'s header timeout
 //! and cap. Nothing shown holds an argument value: the store keeps only redacted
@@ -45,8 +45,10 @@ pub struct Ui {
     /// Where session state lives.
     pub store: Arc<dyn Store>,
     /// The configuration file read and written (`--config`, else the one the lookup
-    /// finds, else `./loopbrake.toml`).
+    /// finds, else the user's file: `settings::editable`).
     pub config_path: PathBuf,
+    /// Which kind of file that is, for the page to say who reads it.
+    pub editable: crate::settings::Editable,
     /// Every request must carry it, when set.
     pub token: Option<String>,
     /// The address listened on.
@@ -113,6 +115,38 @@ fn query_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// Why a state-changing request is refused: it must carry the dashboard's own `Origin`
+/// (browsers send it with every such request, so a page of another site is told apart),
+/// or the token in an `Authorization` header (which no other site's page can send; a
+/// cookie is sent by the browser whoever made the request, so it is not enough).
+fn state_change_refusal(ui: &Ui, req: &Request, host: &str) -> Option<&'static str> {
+    match req.headers().get(header::ORIGIN) {
+        Some(origin) => {
+            let own = [format!("http://{host}"), format!("https://{host}")];
+            let origin = origin.to_str().unwrap_or("");
+            (!own.iter().any(|o| o == origin)).then_some(
+                "a state-changing request must come from the dashboard's own page (Origin mismatch)",
+            )
+        }
+        None => {
+            let bearer = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .map(str::trim);
+            let authorised = match (&ui.token, bearer) {
+                (Some(expected), Some(given)) => token_matches(given, expected),
+                _ => false,
+            };
+            (!authorised).then_some(
+                "a state-changing request needs the dashboard's Origin header (its page sends it) \
+                 or, from a script, Authorization: Bearer TOKEN (start the dashboard with --token)",
+            )
+        }
+    }
+}
+
 async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
@@ -146,18 +180,8 @@ async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
         }
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
-        let origin = req
-            .headers()
-            .get(header::ORIGIN)
-            .and_then(|v| v.to_str().ok());
-        if let Some(origin) = origin {
-            let own = [format!("http://{host}"), format!("https://{host}")];
-            if !own.iter().any(|o| o == origin) {
-                return deny(
-                    StatusCode::FORBIDDEN,
-                    "a state-changing request must come from the dashboard's own page (Origin mismatch)",
-                );
-            }
+        if let Some(why) = state_change_refusal(&ui, &req, &host) {
+            return deny(StatusCode::FORBIDDEN, why);
         }
     }
     let mut resp = next.run(req).await;

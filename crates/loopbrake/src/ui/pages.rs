@@ -2,11 +2,17 @@
 //! live by `app.js`, which polls the JSON API and writes only text into the page.
 
 use super::{find_session, html, session_json, sessions_newest_first, Shared};
+use crate::settings::Editable;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use maud::{html as m, Markup, DOCTYPE};
 use serde_json::Value;
+
+/// The user's configuration file, as the hooks' lookup names it.
+fn user_file() -> Option<std::path::PathBuf> {
+    crate::settings::user_file(&crate::settings::process_env)
+}
 
 const STYLE: &str = r#"
 :root { --fg:#1d2430; --muted:#5b6675; --line:#d9dee5; --bg:#f7f8fa; --allow:#2e7d32; --advise:#b26a00; --ask:#6a4fb3; --deny:#c62828; }
@@ -20,6 +26,7 @@ table { border-collapse: collapse; width: 100%; background: #fff; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
 .muted { color: var(--muted); }
+.warning { color: #b45309; font-weight: 500; }
 .bar { display: inline-block; width: 90px; height: 8px; background: var(--line); border-radius: 4px; vertical-align: middle; margin-right: .35rem; }
 .bar > span { display: block; height: 100%; border-radius: 4px; background: var(--advise); }
 .verdict { font-weight: 600; text-transform: uppercase; font-size: .8rem; }
@@ -238,8 +245,39 @@ pub(super) async fn settings_page(State(ui): State<Shared>) -> Response {
         p.muted {
             "Editing " code { (file) } @if view["exists"] != true { " (it will be created)" } ". "
             "Saving checks the whole file with the rules of " code { "loopbrake config check" }
-            ", keeps its comments and other keys, and replaces it atomically. Hooks read it at every call; "
-            code { "serve" } " and " code { "mcp" } " reload it when it changes."
+            ", keeps its comments and other keys, and replaces it atomically."
+        }
+        div.muted.readers {
+            @match &ui.editable {
+                Editable::User(_) => {
+                    "Your user configuration. Hooks read it at every call, and "
+                    code { "serve" } " and " code { "mcp" } " reload it when it changes, wherever "
+                    "they run without a " code { "loopbrake.toml" } " in their working folder "
+                    "(a project file shadows it there) and without " code { "--config" } " or "
+                    code { "$LOOPBRAKE_CONFIG" } " naming another file."
+                }
+                Editable::Project { path, shadows } => {
+                    "A project file. Hooks, " code { "serve" } " and " code { "mcp" }
+                    " read it only when their working folder is "
+                    code { (path.parent().map(|p| p.display().to_string()).unwrap_or_default()) }
+                    " (and no " code { "--config" } " or " code { "$LOOPBRAKE_CONFIG" }
+                    " names another file); elsewhere they read your user configuration"
+                    @if let Some(user) = user_file() { " " code { (user.display()) } } "."
+                    @if let Some(user) = shadows {
+                        p.warning {
+                            strong { "Warning: " } "this file shadows your user configuration "
+                            code { (user.display()) } " for everything run in that folder: edits here do not reach it."
+                        }
+                    }
+                }
+                Editable::Named(_) => {
+                    "Named with " code { "--config" } " or " code { "$LOOPBRAKE_CONFIG" }
+                    ": hooks, " code { "serve" } " and " code { "mcp" } " read it only when given "
+                    "the same name; without it they read the working folder's "
+                    code { "loopbrake.toml" } " or your user configuration"
+                    @if let Some(user) = user_file() { " " code { (user.display()) } } "."
+                }
+            }
         }
         form.settings #settings data-version=(view["version"].as_str().unwrap_or("")) {
             @for (i, (section, key, kind)) in FIELDS.iter().enumerate() {
