@@ -57,6 +57,10 @@ fn the_example_of_the_spec_gives_exactly_its_output() {
     );
 }
 
+/// The breaker's gate alone: with the streak on, it refuses the third of these calls
+/// first (a fresh `description` does not make a new call).
+const BREAKER_ONLY: &str = "[streak]\nenabled = false\n";
+
 fn curl_call(id: u32, session: &str) -> String {
     let description = ["1st", "2nd", "3rd"][id as usize % 3];
     json!({"event": "call", "session": session, "id": id.to_string(), "tool": "bash",
@@ -87,7 +91,7 @@ fn advise_ask_and_answers() {
     input.push('\n');
     input.push_str(r#"{"event":"answer","id":"12","approved":true}"#);
     input.push('\n');
-    let out = replay_lines("", &input);
+    let out = replay_lines(BREAKER_ONLY, &input);
     assert_eq!(out.len(), 24);
     let seventh = v(&out[12]);
     assert_eq!(seventh["verdict"], "advise");
@@ -124,7 +128,7 @@ fn a_declined_ask_is_a_denial_and_its_result_is_ignored() {
     input.push_str("\n{\"event\":\"answer\",\"id\":\"12\",\"approved\":false}\n");
     input.push_str(&ok_result(12));
     input.push('\n');
-    let out = replay_lines("", &input);
+    let out = replay_lines(BREAKER_ONLY, &input);
     let declined = v(&out[23]);
     assert_eq!(declined["verdict"], "deny");
     assert_eq!(declined["code"], "REPEAT_TOOL_BLOCKED");
@@ -149,7 +153,7 @@ fn a_pending_ask_is_settled_by_the_next_event_of_its_session() {
     input.push_str(&ok_result(12));
     input.push('\n');
     input.push_str("{\"event\":\"answer\",\"id\":\"12\",\"approved\":true}\n");
-    let out = replay_lines("", &input);
+    let out = replay_lines(BREAKER_ONLY, &input);
     assert_eq!(v(&out[22])["verdict"], "ask");
     assert_eq!(out[23], r#"{"session":"other","ok":true}"#);
     assert_eq!(
