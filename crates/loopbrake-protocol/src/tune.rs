@@ -15,10 +15,12 @@
 
 use crate::event::{self, Event};
 use crate::import::Importer;
-use crate::processor::{parse_line, Processor};
+use crate::processor::{parse_line, Processor, Record};
 use crate::report::{recorded_output, Report};
 use crate::Input;
+use loopbrake_core::canonical::call_digest;
 use loopbrake_core::config::{no_env, Config, ConfigError};
+use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::Engine;
 use loopbrake_store::MemoryStore;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -33,10 +35,21 @@ use std::sync::Arc;
 pub struct Corpus {
     /// (line number in its source, event).
     events: Vec<(u64, Event)>,
+    /// What the report needs of each event and no setting changes, computed once: a
+    /// call's identity digest, a result's recorded output.
+    digests: Vec<Digests>,
     /// (index of the source's first event, the source's name), in order.
     sources: Vec<(usize, String)>,
     calls: u64,
     outputs: u64,
+}
+
+/// The report's inputs of one event that do not depend on the setting.
+#[derive(Debug, Clone, Copy)]
+enum Digests {
+    Call(Option<[u8; 32]>),
+    Result(Option<OutputDigest>),
+    None,
 }
 
 /// Why an input could not be read into a [`Corpus`].
@@ -77,14 +90,20 @@ impl Corpus {
             };
             match parsed {
                 Ok(ev) => {
-                    match &ev {
-                        Event::Call { .. } => self.calls += 1,
-                        Event::Result { outcome, .. } if recorded_output(outcome).is_some() => {
-                            self.outputs += 1
+                    let digests = match &ev {
+                        Event::Call { tool, args, .. } => {
+                            self.calls += 1;
+                            Digests::Call(call_digest(tool, args).ok())
                         }
-                        _ => {}
-                    }
+                        Event::Result { outcome, .. } => {
+                            let output = recorded_output(outcome);
+                            self.outputs += u64::from(output.is_some());
+                            Digests::Result(output)
+                        }
+                        _ => Digests::None,
+                    };
                     self.events.push((line, ev));
+                    self.digests.push(digests);
                     Ok(())
                 }
                 Err(message) => {
@@ -134,7 +153,11 @@ const KNOBS: &[(&str, &[u32], bool)] = &[
     ("breaker.unchanged_limit", &[1, 2, 3, 4, 5, 6, 8], true),
     ("breaker.fail_limit", &[3, 4, 5, 6, 8, 10, 12], true),
     ("breaker.cycle_limit", &[2, 3, 4, 5, 6, 8], true),
-    ("breaker.struggle_ask_at", &[8, 10, 12, 16, 20, 24, 32], true),
+    (
+        "breaker.struggle_ask_at",
+        &[8, 10, 12, 16, 20, 24, 32],
+        true,
+    ),
     ("breaker.window", &[8, 12, 16, 24, 32, 48, 64], false),
     ("breaker.limits.exact", &[6, 8, 10, 12, 16, 20, 24], true),
     ("breaker.limits.cmd", &[6, 8, 10, 12, 16, 20, 24], true),
@@ -216,10 +239,7 @@ impl Setting {
         let doc = self.edit();
         ["streak", "breaker"]
             .iter()
-            .filter_map(|t| {
-                doc.get(*t)
-                    .map(|s| loopbrake_config::section_to_toml(t, s))
-            })
+            .filter_map(|t| doc.get(*t).map(|s| loopbrake_config::section_to_toml(t, s)))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -342,7 +362,10 @@ fn ladder(base: &Value, key: &str, rungs: &[u32], off: bool) -> (Vec<Value>, usi
         .unwrap_or(Value::Null);
     match current.as_u64() {
         Some(n) if !rungs.iter().any(|r| u64::from(*r) == n) => {
-            let at = rungs.iter().position(|r| u64::from(*r) > n).unwrap_or(rungs.len());
+            let at = rungs
+                .iter()
+                .position(|r| u64::from(*r) > n)
+                .unwrap_or(rungs.len());
             values.insert(at, current.clone());
         }
         _ => {}
@@ -381,7 +404,9 @@ pub fn default_sweep(base: &Config) -> Vec<Setting> {
     // combination the core refuses is left out rather than failing the sweep.
     let default_changes: Vec<(String, Value)> = KNOBS
         .iter()
-        .filter_map(|(k, _, _)| get_path(&defaults, &key_parts(k)).map(|v| (k.to_string(), v.clone())))
+        .filter_map(|(k, _, _)| {
+            get_path(&defaults, &key_parts(k)).map(|v| (k.to_string(), v.clone()))
+        })
         .collect();
     let _ = b.add(Some("defaults"), default_changes);
     for (key, values, at) in &ladders {
@@ -446,7 +471,11 @@ fn resolve_key(base: &Value, key: &str) -> Result<String, String> {
         Some("streak" | "breaker") => vec![parts.clone()],
         _ => ["streak", "breaker"]
             .iter()
-            .map(|t| std::iter::once(t.to_string()).chain(parts.iter().cloned()).collect())
+            .map(|t| {
+                std::iter::once(t.to_string())
+                    .chain(parts.iter().cloned())
+                    .collect()
+            })
             .collect(),
     };
     let sweepable = |p: &Vec<String>| {
@@ -488,7 +517,9 @@ pub fn grid_sweep(base: &Config, grid: &[(String, Vec<Value>)]) -> Result<Vec<Se
     for (key, _) in grid {
         let k = resolve_key(&b.base, key)?;
         if keys.contains(&k) {
-            return Err(format!("--sweep names `{k}` twice; give its values in one list"));
+            return Err(format!(
+                "--sweep names `{k}` twice; give its values in one list"
+            ));
         }
         keys.push(k);
     }
@@ -542,12 +573,18 @@ impl Figures {
 
 /// Replays the corpus under one configuration.
 fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
-    let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()))
-        .with_call_digests(true);
+    // The digests the report needs come from the corpus (computed once, not per setting),
+    // and no call's preview is shown: the processor computes neither.
+    let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()));
     let mut report = Report::default();
     let mut first_error = None;
-    for (i, (line, ev)) in corpus.events.iter().enumerate() {
-        let h = p.handle_event(ev, *line);
+    for (i, ((line, ev), digests)) in corpus.events.iter().zip(&corpus.digests).enumerate() {
+        let mut h = p.handle_event(ev, *line);
+        match (&mut h.record, digests) {
+            (Record::Call { digest, .. }, Digests::Call(d)) => *digest = *d,
+            (Record::Result { output, .. }, Digests::Result(o)) => *output = *o,
+            _ => {}
+        }
         if h.is_error && first_error.is_none() {
             let message = serde_json::from_str::<Value>(&h.line)
                 .ok()
@@ -591,6 +628,8 @@ pub struct Tuning {
     pub events: usize,
     /// Calls judged.
     pub calls: u64,
+    /// Where the base came from (a file, or the built-in defaults), for the headings.
+    pub base_source: String,
 }
 
 /// Replays `corpus` under every setting, `jobs` settings at a time (each on its own
@@ -643,6 +682,7 @@ pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize) -> Tuning {
         base_error,
         events: corpus.events(),
         calls: corpus.calls(),
+        base_source: String::new(),
     }
 }
 
@@ -673,12 +713,20 @@ impl Tuning {
             self.calls,
             self.figures.first().map_or(0, |f| f.sessions)
         );
+        if !self.base_source.is_empty() {
+            let _ = writeln!(o, "base: the configuration from {}", self.base_source);
+        }
         let _ = writeln!(
             o,
             "waste: stopped calls whose recorded output repeated the last identical call's; harmful: stopped calls whose recorded output was new.\n"
         );
         let labels: Vec<String> = self.settings.iter().map(Setting::row_label).collect();
-        let width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(7);
+        let width = labels
+            .iter()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(7);
         let _ = writeln!(
             o,
             "{:>3}  {:<width$}  {:>5}  {:>7}  {:>7}  {:>8}  frontier",
@@ -738,9 +786,16 @@ impl Tuning {
                     base.harmful
                 );
                 if self.settings[r].changes.is_empty() {
-                    let _ = writeln!(o, "Your configuration is the recommendation: nothing to change.");
+                    let _ = writeln!(
+                        o,
+                        "Your configuration is the recommendation: nothing to change."
+                    );
                 } else {
-                    let _ = writeln!(o, "\nAs loopbrake.toml:\n\n{}", self.settings[r].toml().trim_end());
+                    let _ = writeln!(
+                        o,
+                        "\nAs loopbrake.toml:\n\n{}",
+                        self.settings[r].toml().trim_end()
+                    );
                 }
             }
         }
@@ -797,6 +852,7 @@ impl Tuning {
                 body {
                     h1 { "loopbrake tune" }
                     p id="summary" {
+                        @if !self.base_source.is_empty() { "Base: the configuration from " (self.base_source) ". " }
                         (self.settings.len()) " settings over " (self.events) " events (" (self.calls) " calls). "
                         b { "Waste" } ": stopped calls whose recorded output repeated the last identical call's. "
                         b { "Harmful" } ": stopped calls whose recorded output was new."
@@ -830,8 +886,20 @@ impl Tuning {
 
     fn chart(&self) -> Markup {
         let (w, h, left, bottom, top, right) = (560.0, 380.0, 56.0, 44.0, 16.0, 16.0);
-        let max_x = self.figures.iter().map(|f| f.harmful).max().unwrap_or(0).max(1) as f64;
-        let max_y = self.figures.iter().map(|f| f.waste).max().unwrap_or(0).max(1) as f64;
+        let max_x = self
+            .figures
+            .iter()
+            .map(|f| f.harmful)
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let max_y = self
+            .figures
+            .iter()
+            .map(|f| f.waste)
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
         let x = |v: u64| left + v as f64 / max_x * (w - left - right);
         let y = |v: u64| h - bottom - v as f64 / max_y * (h - bottom - top);
         let mut front: Vec<&Figures> = self
@@ -847,10 +915,16 @@ impl Tuning {
             .map(|f| format!("{:.1},{:.1}", x(f.harmful), y(f.waste)))
             .collect::<Vec<_>>()
             .join(" ");
-        let defaults = self.settings.iter().position(|s| s.name == Some("defaults"));
+        let defaults = self
+            .settings
+            .iter()
+            .position(|s| s.name == Some("defaults"));
         let ticks = |max: f64| -> Vec<u64> {
             let step = ((max / 4.0).ceil() as u64).max(1);
-            (0..=4).map(|k| k * step).filter(|v| *v as f64 <= max).collect()
+            (0..=4)
+                .map(|k| k * step)
+                .filter(|v| *v as f64 <= max)
+                .collect()
         };
         html! {
             svg id="frontier" xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {w} {h}")) role="img" {
@@ -874,7 +948,7 @@ impl Tuning {
                         title { "#" (i + 1) " " (self.settings[i].label()) ": " (f.waste) " waste, " (f.harmful) " harmful" }
                     }
                 }
-                (marker(x(self.figures[0].harmful), y(self.figures[0].waste), "base", "#222", "square"))
+                (marker(x(self.figures[0].harmful), y(self.figures[0].waste), if self.settings[0].config == Config::default() { "base = defaults" } else { "base" }, "#222", "square"))
                 @if let Some(d) = defaults {
                     (marker(x(self.figures[d].harmful), y(self.figures[d].waste), "defaults", "#8a5a00", "diamond"))
                 }
@@ -889,7 +963,7 @@ impl Tuning {
 /// A labelled marker on the chart.
 fn marker(cx: f64, cy: f64, label: &str, color: &str, shape: &str) -> Markup {
     html! {
-        g class={ "marker " (label) } {
+        g class={ "marker " (label.split(' ').next().unwrap_or(label)) } {
             @match shape {
                 "square" => rect x=(format!("{:.1}", cx - 6.0)) y=(format!("{:.1}", cy - 6.0)) width="12" height="12" fill="none" stroke=(color) stroke-width="1.5" {},
                 "diamond" => polygon points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", cx, cy - 8.0, cx + 8.0, cy, cx, cy + 8.0, cx - 8.0, cy)) fill="none" stroke=(color) stroke-width="1.5" {},
@@ -904,3 +978,117 @@ const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#22
 .side{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}#frontier{width:560px;max-width:100%;height:auto;flex:none}\
 table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}td:nth-child(2),th:nth-child(2){text-align:left}\
 tr.frontier td{color:#1b4fa8}tr.recommended td{font-weight:bold;background:#e8f5ec}pre{background:#f5f5f5;padding:8px;display:inline-block}svg text{font:11px system-ui,sans-serif}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopbrake_config::ConfigToml;
+
+    fn config(toml: &str) -> Config {
+        Config::from_toml_str(toml, &no_env).unwrap()
+    }
+
+    #[test]
+    fn the_default_sweep_has_about_thirty_distinct_settings_around_the_base() {
+        let settings = default_sweep(&Config::default());
+        assert!((28..=31).contains(&settings.len()), "{}", settings.len());
+        assert_eq!(settings[0].label(), "(base)");
+        for (i, a) in settings.iter().enumerate() {
+            for b in &settings[i + 1..] {
+                assert_ne!(a.config, b.config, "{} and {}", a.label(), b.label());
+            }
+        }
+        // Each key is varied alone, one step stricter and two looser.
+        let alone = |key: &str| -> Vec<String> {
+            settings
+                .iter()
+                .filter(|s| s.name.is_none() && s.changes.len() == 1 && s.changes[0].0 == key)
+                .map(|s| shown(&s.changes[0].1))
+                .collect()
+        };
+        assert_eq!(alone("streak.max_repeats"), ["2", "4", "5"]);
+        assert_eq!(alone("breaker.limits.exact"), ["10", "16", "20"]);
+        assert_eq!(alone("breaker.window"), ["12", "24", "32"]);
+    }
+
+    #[test]
+    fn a_custom_base_is_swept_around_its_own_values_and_against_the_defaults() {
+        let base = config("[streak]\nmax_repeats = 7\n[breaker]\nfail_limit = \"off\"\n");
+        let settings = default_sweep(&base);
+        let defaults = settings
+            .iter()
+            .find(|s| s.name == Some("defaults"))
+            .expect("the defaults are judged beside a custom base");
+        assert_eq!(
+            defaults.toml(),
+            "[streak]\nmax_repeats = 3\n\n[breaker]\nfail_limit = 5\n"
+        );
+        let alone = |key: &str| -> Vec<String> {
+            settings
+                .iter()
+                .filter(|s| s.name.is_none() && s.changes.len() == 1 && s.changes[0].0 == key)
+                .map(|s| shown(&s.changes[0].1))
+                .collect()
+        };
+        // 7 is not a rung: it is put between 6 and 8.
+        assert_eq!(alone("streak.max_repeats"), ["6", "8", "10"]);
+        // Off is the loosest rung: only stricter values are left.
+        assert_eq!(alone("breaker.fail_limit"), ["10", "12"]);
+    }
+
+    #[test]
+    fn a_grid_is_every_combination_validated_and_keys_are_resolved() {
+        let grid = vec![
+            parse_sweep_arg("max_repeats=2,3").unwrap(),
+            parse_sweep_arg("limits.exact=8,off").unwrap(),
+        ];
+        let settings = grid_sweep(&Config::default(), &grid).unwrap();
+        let labels: Vec<String> = settings.iter().map(Setting::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "(base)",
+                "streak.max_repeats=2, breaker.limits.exact=8",
+                "streak.max_repeats=2, breaker.limits.exact=off",
+                "breaker.limits.exact=8",
+                "breaker.limits.exact=off",
+            ]
+        );
+        assert_eq!(
+            settings[1].edit(),
+            json!({"streak": {"max_repeats": 2}, "breaker": {"limits": {"exact": 8}}})
+        );
+        let e = grid_sweep(
+            &Config::default(),
+            &[parse_sweep_arg("breaker.window=2").unwrap()],
+        )
+        .unwrap_err();
+        assert!(e.contains("breaker.window"), "{e}");
+        let e = grid_sweep(
+            &Config::default(),
+            &[parse_sweep_arg("enabled=false").unwrap()],
+        )
+        .unwrap_err();
+        assert!(e.contains("both [streak] and [breaker]"), "{e}");
+        let big: Vec<_> = (0..4)
+            .map(|i| {
+                let key = ["max_repeats", "window", "fail_limit", "cycle_limit"][i];
+                (key.to_string(), (2..8).map(|n| json!(n)).collect())
+            })
+            .collect();
+        assert!(grid_sweep(&Config::default(), &big)
+            .unwrap_err()
+            .contains("more than 999"));
+    }
+
+    #[test]
+    fn the_frontier_is_the_settings_no_other_beats() {
+        let f = |waste, harmful| Figures {
+            waste,
+            harmful,
+            ..Figures::default()
+        };
+        let figures = [f(5, 0), f(8, 2), f(8, 3), f(3, 0), f(5, 0), f(9, 9)];
+        assert_eq!(frontier(&figures), [true, true, false, false, true, true]);
+    }
+}

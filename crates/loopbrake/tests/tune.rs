@@ -92,28 +92,12 @@ fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_har
         .max()
         .unwrap();
     assert_eq!(fig(rec, "waste"), best);
-    assert!(best > fig(&rows[0], "waste"), "the sweep finds more waste to stop");
+    assert!(
+        best > fig(&rows[0], "waste"),
+        "the sweep finds more waste to stop"
+    );
     let toml = v["recommended"]["toml"].as_str().unwrap();
     assert!(toml.starts_with('['), "{toml}");
-
-    // The same as a table for people.
-    let out = output_with_deadline(
-        {
-            let mut c = bin();
-            c.args(["tune", "--from", "trajectory", "--jobs", "1"])
-                .arg(corpus());
-            c
-        },
-        600,
-    );
-    assert_success(&out);
-    let text = stdout(&out);
-    let table: Vec<&str> = text.lines().filter(|l| l.trim_end().ends_with('*') || l.contains("<- recommended")).collect();
-    let frontier = rows.iter().filter(|r| r["frontier"] == true).count();
-    assert_eq!(table.len(), frontier, "{text}");
-    assert!(text.contains("(base)"), "{text}");
-    assert!(text.contains("<- recommended"), "{text}");
-    assert!(text.contains(&format!("As loopbrake.toml:\n\n{}", toml.trim_end())), "{text}");
 }
 
 /// The sweep's figures for the base setting are what `loopbrake replay --report` says of
@@ -128,7 +112,9 @@ fn the_base_figures_equal_the_replay_report() {
     assert_success(&out);
     let report = stdout(&out);
     let number_before = |text: &str, words: &str| -> u64 {
-        let at = text.find(words).unwrap_or_else(|| panic!("{words:?} in {text}"));
+        let at = text
+            .find(words)
+            .unwrap_or_else(|| panic!("{words:?} in {text}"));
         text[..at]
             .split(|c: char| !c.is_ascii_digit())
             .rfind(|w| !w.is_empty())
@@ -143,7 +129,14 @@ fn the_base_figures_equal_the_replay_report() {
     // The sweep of one value that is the base's own: the base alone.
     let v = {
         let out = bin()
-            .args(["tune", "--from", "trajectory", "--json", "--sweep", "streak.max_repeats=3"])
+            .args([
+                "tune",
+                "--from",
+                "trajectory",
+                "--json",
+                "--sweep",
+                "streak.max_repeats=3",
+            ])
             .arg(corpus())
             .output()
             .unwrap();
@@ -175,11 +168,19 @@ fn the_base_figures_equal_the_replay_report() {
     assert_success(&replay);
     let report = stdout(&replay);
     let v = tune_json(
-        &["--config", cfg.to_str().unwrap(), "--sweep", "max_repeats=2,4"],
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--sweep",
+            "max_repeats=2,4",
+        ],
         TWICE,
     );
     let base = &v["settings"][0];
-    assert_eq!(base["waste"].as_u64(), Some(number_before(&report, " waste (the recorded run")));
+    assert_eq!(
+        base["waste"].as_u64(),
+        Some(number_before(&report, " waste (the recorded run"))
+    );
     assert_eq!(base["waste"].as_u64(), Some(1), "{report}");
 }
 
@@ -205,7 +206,9 @@ fn a_grid_of_the_users_is_judged_and_the_recommendation_is_printed_as_toml() {
     assert_success(&out);
     let text = stdout(&out);
     assert!(
-        text.contains("Recommended: #2 streak.max_repeats=2: 1 waste calls stopped, 0 harmful stops"),
+        text.contains(
+            "Recommended: #2 streak.max_repeats=2: 1 waste calls stopped, 0 harmful stops"
+        ),
         "{text}"
     );
     assert!(text.contains("[streak]\nmax_repeats = 2"), "{text}");
@@ -235,7 +238,11 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
     assert!(text.contains("[store]\nkind = \"memory\""), "{text}");
     let check = bin().args(["config", "check"]).arg(&cfg).output().unwrap();
     assert_success(&check);
-    assert!(stdout(&check).contains("max_repeats = 2"), "{}", stdout(&check));
+    assert!(
+        stdout(&check).contains("max_repeats = 2"),
+        "{}",
+        stdout(&check)
+    );
 
     // A file that does not exist yet: created, owner-only, and it loads.
     let fresh = dir.join("new.toml");
@@ -256,7 +263,13 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
         let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
-    assert_success(&bin().args(["config", "check"]).arg(&fresh).output().unwrap());
+    assert_success(
+        &bin()
+            .args(["config", "check"])
+            .arg(&fresh)
+            .output()
+            .unwrap(),
+    );
 }
 
 /// `--html` writes one self-contained, owner-only page: the frontier chart (an inline SVG
@@ -309,7 +322,11 @@ fn a_history_without_outputs_is_refused() {
 "#;
     let out = run_with_stdin(bin().arg("tune"), calls_only.as_bytes());
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(stderr(&out).contains("cannot measure harm"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot measure harm"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stdout(&out).is_empty());
 
     let out = run_with_stdin(bin().arg("tune"), b"");
@@ -321,7 +338,10 @@ fn a_history_without_outputs_is_refused() {
 /// `--from` named with the flag to use, an unreadable file; bad flags are refused.
 #[test]
 fn bad_input_and_bad_flags_get_clear_errors() {
-    let bad = format!("{}not json\n", TWICE.lines().next().unwrap().to_owned() + "\n");
+    let bad = format!(
+        "{}not json\n",
+        TWICE.lines().next().unwrap().to_owned() + "\n"
+    );
     let out = run_with_stdin(bin().arg("tune"), bad.as_bytes());
     assert_eq!(out.status.code(), Some(2));
     let replay = run_with_stdin(bin().arg("replay"), bad.as_bytes());
@@ -342,13 +362,28 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         stderr(&out)
     );
 
-    let out = bin().args(["tune", "/nonexistent/runs.jsonl"]).output().unwrap();
+    let out = bin()
+        .args(["tune", "/nonexistent/runs.jsonl"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot read /nonexistent/runs.jsonl"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read /nonexistent/runs.jsonl"),
+        "{}",
+        stderr(&out)
+    );
 
-    let out = bin().args(["tune", "--from", "nope"]).arg(corpus()).output().unwrap();
+    let out = bin()
+        .args(["tune", "--from", "nope"])
+        .arg(corpus())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown format \"nope\""), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown format \"nope\""),
+        "{}",
+        stderr(&out)
+    );
 
     for (sweep, says) in [
         ("streak.max_repeats=0", "streak.max_repeats = 0"),
@@ -362,16 +397,30 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         assert!(stderr(&out).contains(says), "{sweep}: {}", stderr(&out));
     }
     let out = run_with_stdin(
-        bin().args(["tune", "--sweep", "window=8", "--sweep", "breaker.window=12"]),
+        bin().args([
+            "tune",
+            "--sweep",
+            "window=8",
+            "--sweep",
+            "breaker.window=12",
+        ]),
         TWICE.as_bytes(),
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("twice"), "{}", stderr(&out));
 
     // --jobs 0 is refused as replay refuses it.
-    let out = bin().args(["tune", "--jobs", "0"]).arg(corpus()).output().unwrap();
+    let out = bin()
+        .args(["tune", "--jobs", "0"])
+        .arg(corpus())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let replay = bin().args(["replay", "--jobs", "0"]).arg(corpus()).output().unwrap();
+    let replay = bin()
+        .args(["replay", "--jobs", "0"])
+        .arg(corpus())
+        .output()
+        .unwrap();
     let tail = |s: &str| s.lines().next().unwrap_or("").to_string();
     assert_eq!(tail(&stderr(&out)), tail(&stderr(&replay)));
     assert!(stderr(&out).contains("--jobs"), "{}", stderr(&out));
@@ -380,7 +429,14 @@ fn bad_input_and_bad_flags_get_clear_errors() {
 /// The figures do not depend on how many settings are judged at once.
 #[test]
 fn the_figures_are_the_same_whatever_the_number_of_jobs() {
-    let args = ["--from", "trajectory", "--sweep", "unchanged_limit=2,4", "--sweep", "cycle_limit=2,3"];
+    let args = [
+        "--from",
+        "trajectory",
+        "--sweep",
+        "unchanged_limit=2,4",
+        "--sweep",
+        "cycle_limit=2,3",
+    ];
     let run = |jobs: &str| {
         let out = bin()
             .arg("tune")
@@ -396,5 +452,41 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
     assert_eq!(one, run("3"));
     let v: Value = serde_json::from_str(&one).unwrap();
     // The base, and the four combinations (one of them changes only unchanged_limit).
-    assert_eq!(v["settings"].as_array().unwrap().len(), 5, "{v}");
+    let rows = v["settings"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{v}");
+
+    // The same sweep as a table for people: one row per setting with its figures, the
+    // frontier marked, the recommendation named and printed as TOML.
+    let out = bin().arg("tune").args(args).arg(corpus()).output().unwrap();
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("base: the configuration from built-in defaults"),
+        "{text}"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{} ", i + 1)))
+            .unwrap_or_else(|| panic!("row {} in {text}", i + 1));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let figures = format!(
+            "{} {} {} {}",
+            r["waste"], r["harmful"], r["stopped"], r["sessions_stopped"]
+        );
+        assert!(cells.join(" ").contains(&figures), "{row} vs {r}");
+        assert_eq!(row.contains('*'), r["frontier"] == true, "{row}");
+        assert_eq!(
+            row.contains("<- recommended"),
+            r["recommended"] == true,
+            "{row}"
+        );
+    }
+    assert!(text.contains("(base)"), "{text}");
+    if let Some(toml) = v["recommended"]["toml"].as_str().filter(|t| !t.is_empty()) {
+        assert!(
+            text.contains(&format!("As loopbrake.toml:\n\n{}", toml.trim_end())),
+            "{text}"
+        );
+    }
 }

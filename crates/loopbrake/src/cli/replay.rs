@@ -51,6 +51,9 @@ pub(super) fn check_format(from: Option<&str>) -> Result<(), CliError> {
     }
 }
 
+/// An opened input and, with `--from`, the importer that reads it.
+pub(super) type Opened = (Box<dyn BufRead>, Option<Box<dyn Importer>>);
+
 /// One input as `replay` and `tune` read it: the file (or stdin), and the importer of
 /// `--from`; without `--from`, a recorded run is refused with the flag that reads it
 /// (`command` is the subcommand the message suggests).
@@ -58,7 +61,7 @@ pub(super) fn open_input(
     path: &Path,
     from: Option<&str>,
     command: &str,
-) -> Result<(Box<dyn BufRead>, Option<Box<dyn Importer>>), CliError> {
+) -> Result<Opened, CliError> {
     let mut input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if from.is_none() {
         if let Some(format) = recorded_format(&mut input) {

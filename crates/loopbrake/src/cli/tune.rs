@@ -104,7 +104,8 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
     );
-    let tuning = tune::measure(&corpus, settings, jobs);
+    let mut tuning = tune::measure(&corpus, settings, jobs);
+    tuning.base_source = s.source.to_string();
     if let (Some(message), Some(i)) = (&tuning.base_error, tuning.figures[0].first_error()) {
         let (source, line) = corpus.origin(i);
         return Err(format!("{source}, line {line}: {message}").into());
