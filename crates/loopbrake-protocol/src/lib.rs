@@ -8,6 +8,8 @@
 //! - [`reader`]: input lines with a bound on their length.
 //! - [`import`]: recorded runs (trajectories, Claude Code, Codex) turned into events.
 //! - [`report`]: the replay report (text and HTML).
+//! - [`tune`]: one history replayed under many settings, judged by the report, the
+//!   frontier and the recommendation (`loopbrake tune`).
 #![deny(missing_docs)]
 
 pub mod event;
@@ -18,6 +20,7 @@ pub mod processor;
 pub mod reader;
 pub mod report;
 pub mod settings;
+pub mod tune;
 
 pub use parallel::run_sharded;
 pub use processor::{Handled, Processor, Record};

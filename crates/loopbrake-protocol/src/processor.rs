@@ -268,35 +268,10 @@ impl Processor {
 
     /// Handles one raw input line (without its newline).
     pub fn handle_line(&mut self, line: &[u8], line_no: u64) -> Handled {
-        let text = match std::str::from_utf8(line) {
-            Ok(t) => t,
-            Err(e) => {
-                return self.error(
-                    line_no,
-                    &format!("line is not valid UTF-8 (at byte {})", e.valid_up_to()),
-                )
-            }
-        };
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
-                return self.error(
-                    line_no,
-                    &format!(
-                        "the line nests deeper than {} levels (at column {})",
-                        loopbrake_core::canonical::MAX_DEPTH,
-                        e.column()
-                    ),
-                )
-            }
-            Err(e) => {
-                return self.error(
-                    line_no,
-                    &format!("not JSON: {} at column {}", json_category(&e), e.column()),
-                )
-            }
-        };
-        self.handle_owned(value, line_no)
+        match parse_line(line) {
+            Ok(value) => self.handle_owned(value, line_no),
+            Err(message) => self.error(line_no, &message),
+        }
     }
 
     /// Produces an error line for `line_no` (used for lines the reader refused too).
@@ -321,13 +296,18 @@ impl Processor {
 
     /// Handles one parsed event, taking it (its arguments and output are not copied).
     pub fn handle_owned(&mut self, value: Value, line_no: u64) -> Handled {
+        match event::parse_owned(value) {
+            Ok(ev) => self.handle_event(&ev, line_no),
+            Err(msg) => self.error(line_no, &msg),
+        }
+    }
+
+    /// Handles one event already parsed (`loopbrake tune` parses its input once and
+    /// replays the same events under every setting).
+    pub fn handle_event(&mut self, ev: &Event, line_no: u64) -> Handled {
         if let Some(engine) = self.reload.as_mut().and_then(|r| r()) {
             self.engine = engine;
         }
-        let ev = match event::parse_owned(value) {
-            Ok(ev) => ev,
-            Err(msg) => return self.error(line_no, &msg),
-        };
         match ev {
             Event::Call {
                 session,
@@ -335,19 +315,19 @@ impl Processor {
                 tool,
                 args,
                 agent,
-            } => self.call(line_no, &session, &id, &tool, &args, agent.as_deref()),
+            } => self.call(line_no, session, id, tool, args, agent.as_deref()),
             Event::Answer {
                 id,
                 approved,
                 session,
-            } => self.answer(line_no, &id, approved, session.as_deref()),
+            } => self.answer(line_no, id, *approved, session.as_deref()),
             Event::Result {
                 id,
                 outcome,
                 session,
-            } => self.result(line_no, &id, &outcome, session.as_deref()),
-            Event::User { session } => self.user(line_no, &session),
-            Event::End { session } => self.end(line_no, &session),
+            } => self.result(line_no, id, outcome, session.as_deref()),
+            Event::User { session } => self.user(line_no, session),
+            Event::End { session } => self.end(line_no, session),
         }
     }
 
@@ -636,6 +616,23 @@ impl Processor {
             },
         }
     }
+}
+
+/// One input line as JSON, or the message of its error line (positions, never content).
+pub fn parse_line(line: &[u8]) -> Result<Value, String> {
+    let text = std::str::from_utf8(line)
+        .map_err(|e| format!("line is not valid UTF-8 (at byte {})", e.valid_up_to()))?;
+    serde_json::from_str(text).map_err(|e| {
+        if e.to_string().starts_with("recursion limit exceeded") {
+            format!(
+                "the line nests deeper than {} levels (at column {})",
+                loopbrake_core::canonical::MAX_DEPTH,
+                e.column()
+            )
+        } else {
+            format!("not JSON: {} at column {}", json_category(&e), e.column())
+        }
+    })
 }
 
 fn session_line(session: &str, settled: &[Settled]) -> String {

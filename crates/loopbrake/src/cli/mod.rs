@@ -33,6 +33,7 @@ mod hook;
 mod mcp;
 mod replay;
 mod sessions;
+mod tune;
 mod ui;
 
 use clap::{Parser, Subcommand};
@@ -92,6 +93,9 @@ enum Command {
     Config(ConfigCommand),
     /// Replay protocol events (or recorded runs) through the engines: one output line per event.
     Replay(replay::Args),
+    /// Replay recorded runs under a sweep of thresholds: waste stopped and harmful stops
+    /// per setting, the frontier, and the recommended `loopbrake.toml` change.
+    Tune(tune::Args),
     /// Serve the protocol as a long-running sidecar: one answer line per event, at once.
     Serve {
         /// Speak the protocol on stdin/stdout.
@@ -235,6 +239,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             args,
         } => explain::run(cli.config.as_deref(), session.as_deref(), &tool, &args),
         Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
+        Command::Tune(args) => tune::run(cli.config.as_deref(), args),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
         Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
         Command::Mcp(server) => mcp::run(cli.config.as_deref(), server),

@@ -39,9 +39,51 @@ fn recorded_format(input: &mut Box<dyn BufRead>) -> Option<&'static str> {
     import::detect(&buf[..end])
 }
 
+/// Refuses a `--from` that names no importer.
+pub(super) fn check_format(from: Option<&str>) -> Result<(), CliError> {
+    match from {
+        Some(f) if !import::FORMATS.contains(&f) => Err(format!(
+            "unknown format {f:?} for --from; expected one of {}",
+            import::FORMATS.join(", ")
+        )
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// An opened input and, with `--from`, the importer that reads it.
+pub(super) type Opened = (Box<dyn BufRead>, Option<Box<dyn Importer>>);
+
+/// One input as `replay` and `tune` read it: the file (or stdin), and the importer of
+/// `--from`; without `--from`, a recorded run is refused with the flag that reads it
+/// (`command` is the subcommand the message suggests).
+pub(super) fn open_input(
+    path: &Path,
+    from: Option<&str>,
+    command: &str,
+) -> Result<Opened, CliError> {
+    let mut input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if from.is_none() {
+        if let Some(format) = recorded_format(&mut input) {
+            return Err(format!(
+                "{} looks like a recorded run in the {format} format, not protocol events: run `loopbrake {command} --from {format}` on it",
+                path.display()
+            )
+            .into());
+        }
+    }
+    if let Some(f) = from {
+        if let Some(why) = format_mismatch(&mut input, f, path) {
+            return Err(why.into());
+        }
+    }
+    let importer = from.and_then(|f| import::by_name(f, &path.display().to_string()));
+    Ok((input, importer))
+}
+
 /// Writes a report readable by its owner only (it names tools, hosts and commands),
 /// replacing any previous one atomically.
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     loopbrake::files::replace(path, bytes, Some(0o600)).map(|_| ())
 }
 
@@ -143,15 +185,7 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     } = args;
     let (from, html) = (from.as_deref(), html.as_deref());
     let s = settings::load(config)?;
-    if let Some(f) = from {
-        if !import::FORMATS.contains(&f) {
-            return Err(format!(
-                "unknown format {f:?} for --from; expected one of {}",
-                import::FORMATS.join(", ")
-            )
-            .into());
-        }
-    }
+    check_format(from)?;
     // Sessions spread over threads, each thread with its own memory store; a shared store
     // (SQLite, Redis) is replayed by one.
     let jobs = if s.store.kind.unwrap_or(StoreKind::Memory) == StoreKind::Memory {
@@ -179,24 +213,8 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     let mut lines = LineWriter::new(io::BufWriter::new(stdout.lock()), false);
     let mut skipped = import::Warnings::default();
     for path in &inputs {
-        let mut input = open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if from.is_none() {
-            if let Some(format) = recorded_format(&mut input) {
-                return Err(format!(
-                    "{} looks like a recorded run in the {format} format, not protocol events: run `loopbrake replay --from {format}` on it",
-                    path.display()
-                )
-                .into());
-            }
-        }
-        if let Some(f) = from {
-            if let Some(why) = format_mismatch(&mut input, f, path) {
-                return Err(why.into());
-            }
-        }
-        let mut importer: Option<Counted> = from
-            .and_then(|f| import::by_name(f, &path.display().to_string()))
-            .map(|inner| Counted { inner, events: 0 });
+        let (input, importer) = open_input(path, from, "replay")?;
+        let mut importer: Option<Counted> = importer.map(|inner| Counted { inner, events: 0 });
         let mut sink = ReportSink {
             report: &mut report,
         };

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Wall time and peak memory of `loopbrake tune`: the default sweep (about 30 settings) over
+# ~100k events of recorded runs (the bundled corpus as protocol events, 21 copies), and a
+# replay of the same input for comparison (one setting). Three runs each, the median.
+# Usage: scripts/bench/tune.sh (from the repo root).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo build --release -q -p loopbrake
+bin=target/release/loopbrake
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 scripts/bench/corpus_events.py examples/trajectories/calls.jsonl.gz 21 > "$tmp/events.jsonl"
+events=$(wc -l < "$tmp/events.jsonl")
+settings=$("$bin" tune --json "$tmp/events.jsonl" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["settings"]))')
+echo "input: $events events, $settings settings; nproc $(nproc)"
+measure() { # label, command...
+  local label=$1; shift
+  for _ in 1 2 3; do
+    /usr/bin/time -f "%e %M" -o "$tmp/t" "$@" > /dev/null
+    cat "$tmp/t" >> "$tmp/$label.runs"
+  done
+  sort -n "$tmp/$label.runs" | awk -v l="$label" -v ev="$events" -v n="$settings" 'NR==2 {printf "%s: median %.2f s, %.0f setting-events/s, peak RSS %.1f MiB\n", l, $1, ev*n/($1>0?$1:0.001), $2/1024}'
+}
+measure "tune_all_cores" "$bin" tune "$tmp/events.jsonl"
+measure "replay_report" "$bin" replay --report "$tmp/events.jsonl"
