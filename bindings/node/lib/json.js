@@ -33,19 +33,23 @@ export function toolName(tool) {
  */
 export function toJson(value, what) {
   if (value === undefined || value === null) return '{}'
+  // "the arguments of search" takes a plural verb, "the value" a singular one.
+  const plural = /^the arguments\b/.test(what)
   let text
   try {
     text = JSON.stringify(value, (key, v) => {
-      const where = key === '' ? what : `${what} (key ${JSON.stringify(key)})`
-      if (!key.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${what} has a key that ${LONE_SURROGATE}`)
-      if (typeof v === 'string' && !v.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${where} holds a string that ${LONE_SURROGATE}`)
+      const where = key === '' ? what : `the value of key ${JSON.stringify(key)} in ${what}`
+      const holds = key === '' && plural ? 'hold' : 'holds'
+      if (!key.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${what} ${plural ? 'have' : 'has'} a key that ${LONE_SURROGATE}`)
+      if (typeof v === 'string' && !v.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${where} ${holds} a string that ${LONE_SURROGATE}`)
       const kind = { bigint: 'a BigInt', function: 'a function', symbol: 'a symbol' }[typeof v]
-      if (kind) throw new UnjudgeableArgumentsError(`loopbrake: ${where} holds ${kind}, which JSON cannot represent`)
+      if (kind) throw new UnjudgeableArgumentsError(`loopbrake: ${where} ${holds} ${kind}, which JSON cannot represent`)
       return v
     })
   } catch (e) {
     if (e instanceof UnjudgeableArgumentsError) throw e
-    const why = /circular/i.test(String(e?.message)) ? 'refers back to itself (a cycle)' : `cannot be written as JSON (${e?.message ?? e})`
+    const cycle = plural ? 'refer back to themselves (a cycle)' : 'refers back to itself (a cycle)'
+    const why = /circular/i.test(String(e?.message)) ? cycle : `cannot be written as JSON (${e?.message ?? e})`
     throw new UnjudgeableArgumentsError(`loopbrake: ${what} ${why}, which loopbrake cannot judge`, { cause: e })
   }
   return text === undefined ? '{}' : text

@@ -181,6 +181,17 @@ test('a lone surrogate in a tool name or an argument is an UnjudgeableArgumentsE
   assert.equal(typeof brake.check({ tool: 'search\ud83d\ude00', args: { q: '\ud83d\ude00' }, sessionId: 'ok' }), 'string')
 })
 
+test('what cannot be judged is named in a grammatical sentence', () => {
+  const brake = new LoopBrake()
+  const cyclic = { q: 'weather' }
+  cyclic.self = cyclic
+  const says = (args) => refused(() => brake.check({ tool: 'search', args, sessionId: 's' }))?.message
+  assert.equal(says(cyclic), 'loopbrake: the arguments of search refer back to themselves (a cycle), which loopbrake cannot judge')
+  assert.equal(says({ n: 1n }), 'loopbrake: the value of key "n" in the arguments of search holds a BigInt, which JSON cannot represent')
+  assert.match(refused(() => canonicalJson(10n)).message, /^loopbrake: the value holds a BigInt/)
+  assert.equal(brake.sessions, 0)
+})
+
 test("a tool's error whose message getter throws is what the caller gets", async () => {
   const brake = new LoopBrake({ maxRepeats: 2, progress: true })
   const hostile = {

@@ -286,11 +286,12 @@ impl SessionState {
     }
 
     /// Records a decision (a call seen again through another seam replaces its entry).
-    fn note(&mut self, d: &Decision, tool: &str) {
+    /// `preview` names a call the breaker keeps no record of (a denied one).
+    fn note(&mut self, d: &Decision, tool: &str, preview: impl FnOnce() -> String) {
         let (preview, near) = self
             .breaker
             .call_view(&d.id)
-            .unwrap_or_else(|| (tool.to_string(), None));
+            .unwrap_or_else(|| (preview(), None));
         let near = near.or_else(|| {
             d.hits
                 .iter()
@@ -454,7 +455,7 @@ impl Engine {
                 st.count_stop(Verdict::Deny);
             }
             st.record(call.id, CallStatus::Denied, digest);
-            st.note(&d, call.tool);
+            st.note(&d, call.tool, || self.exact_preview(call));
             return Ok(d);
         }
         // In loopbrake mode the streak's identity leaves out the decoys the breaker strips
@@ -478,7 +479,7 @@ impl Engine {
                     st.count_stop(Verdict::Deny);
                 }
                 st.record(call.id, CallStatus::Denied, digest);
-                st.note(&d, call.tool);
+                st.note(&d, call.tool, || self.exact_preview(call));
                 return Ok(d);
             }
             StreakVerdict::Allow { .. } => {}
@@ -492,8 +493,22 @@ impl Engine {
             st.count_stop(d.verdict);
         }
         st.record(call.id, status, digest);
-        st.note(&d, call.tool);
+        st.note(&d, call.tool, || self.exact_preview(call));
         Ok(d)
+    }
+
+    /// A call's redacted `exact:` preview, as the timeline shows a call that ran: a denied
+    /// call is named by what it would have done, not by its tool alone.
+    fn exact_preview(&self, call: &Call<'_>) -> String {
+        crate::breaker::fingerprint::fingerprints(self.breaker.config(), call.tool, call.args)
+            .ok()
+            .and_then(|set| {
+                set.fps
+                    .into_iter()
+                    .find(|f| f.kind == crate::breaker::fingerprint::Kind::Exact)
+            })
+            .map(|f| crate::breaker::messages::preview_redacted(&f.text, LOG_PREVIEW_CHARS))
+            .unwrap_or_else(|| call.tool.to_string())
     }
 
     fn apply(&self, d: &mut Decision, v: BreakerVerdict) -> CallStatus {

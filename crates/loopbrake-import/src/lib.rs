@@ -44,14 +44,48 @@ impl Warnings {
     }
 
     /// Count for one reason.
+    ///
+    /// ```
+    /// let mut w = loopbrake_import::Warnings::default();
+    /// w.add("lines not JSON (truncated?)");
+    /// w.add("response items of unknown type");
+    /// w.add("records of unknown type");
+    /// w.add("records of unknown type");
+    /// assert_eq!(w.to_string(), "1 line not JSON (truncated?), 2 records of unknown type, 1 response item of unknown type");
+    /// assert_eq!(w.count("records of unknown type"), 2);
+    /// ```
     pub fn count(&self, reason: &str) -> u64 {
         self.0.get(reason).copied().unwrap_or(0)
     }
 }
 
+/// A reason counted once: its counted noun in the singular ("1 line not JSON", "1 response
+/// item of unknown type").
+fn singular(reason: &str) -> String {
+    const NOUNS: &[&str] = &[
+        "blocks", "calls", "items", "lines", "messages", "outputs", "records", "results",
+    ];
+    let mut done = false;
+    reason
+        .split(' ')
+        .map(|w| match w.strip_suffix('s') {
+            Some(one) if !done && NOUNS.contains(&w) => {
+                done = true;
+                one
+            }
+            _ => w,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl fmt::Display for Warnings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(k, v)| format!("{v} {}", if *v == 1 { singular(k) } else { k.to_string() }))
+            .collect();
         write!(f, "{}", parts.join(", "))
     }
 }

@@ -442,7 +442,8 @@ impl Report {
         }
         let quiet = self.sessions.len() - active.len();
         if quiet > 0 {
-            let _ = writeln!(o, "(+{quiet} sessions with no advisory and no gate)");
+            let sessions = if quiet == 1 { "session" } else { "sessions" };
+            let _ = writeln!(o, "(+{quiet} {sessions} with no advisory and no gate)");
         }
         let top = self.top_fired(10);
         if !top.is_empty() {

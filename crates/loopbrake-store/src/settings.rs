@@ -85,6 +85,26 @@ fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
     }
 }
 
+/// One end of a duration's range as the README writes it: in the largest unit that divides
+/// it (`3650 days`, `1 day`, `1 s`, `1 ms`), never in calendar years and months.
+fn range_end(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let (n, unit) = [
+        (86_400_000, "day"),
+        (3_600_000, "h"),
+        (60_000, "min"),
+        (1_000, "s"),
+        (1, "ms"),
+    ]
+    .into_iter()
+    .find(|(u, _)| ms % u == 0 && ms >= *u)
+    .map_or((ms, "ms"), |(u, name)| (ms / u, name));
+    match unit {
+        "day" if n != 1 => format!("{n} days"),
+        _ => format!("{n} {unit}"),
+    }
+}
+
 /// A duration from `min` to `max`: the range the code that uses it can hold (a SQLite busy
 /// timeout is a 32-bit count of milliseconds; a socket timeout of days is a hang).
 fn duration(
@@ -95,8 +115,8 @@ fn duration(
 ) -> Result<std::time::Duration, ConfigError> {
     let rule = format!(
         "must be a duration such as \"7d\", \"12h\", \"30s\" or \"500ms\", from {} to {}",
-        humantime::format_duration(min),
-        humantime::format_duration(max)
+        range_end(min),
+        range_end(max)
     );
     let d = v
         .as_str()

@@ -410,6 +410,44 @@ fn config_check_prints_every_section_with_credentials_hidden() {
     }
 }
 
+/// Texts a new user reads: a duration's range as the README writes it, `mcp` without a
+/// server naming every way to give one, completions for the shells.
+#[test]
+fn ranges_usage_and_completions_read_as_the_readme_does() {
+    let dir = tmpdir("cli", "texts");
+    let f = dir.join("loopbrake.toml");
+    std::fs::write(&f, "[store]\nidle_ttl = \"0s\"\n").unwrap();
+    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("from 1 s to 3650 days"), "{err}");
+    std::fs::write(&f, "[store]\nlock_timeout = \"2d\"\n").unwrap();
+    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("from 1 ms to 1 day."), "{err}");
+
+    let out = bin().arg("mcp").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    for said in ["--url", "--fetch-tool", "-- <COMMAND>"] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+
+    for (shell, mark) in [
+        ("bash", "complete -F _loopbrake"),
+        ("zsh", "#compdef loopbrake"),
+        ("fish", "complete -c loopbrake"),
+    ] {
+        let out = bin().args(["completions", shell]).output().unwrap();
+        assert_success(&out);
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(script.contains(mark), "{shell}: {script}");
+        assert!(script.contains("replay"), "{shell}: subcommands completed");
+    }
+    let out = bin().arg("man").output().unwrap();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(".TH loopbrake 1"));
+}
+
 /// `--from` naming the wrong format is an error naming the right one, and input of which
 /// nothing could be read exits non-zero instead of reporting 0 sessions.
 #[test]

@@ -77,7 +77,7 @@ fn thirty_two_parallel_hook_processes_lose_no_update() {
     let s = sessions_json(&dir, Some(&cfg));
     assert_eq!(s.len(), 1);
     assert_eq!(
-        s[0]["streak"], 32,
+        s[0]["streak"]["count"], 32,
         "every one of 32 concurrent decisions was counted"
     );
 }
@@ -406,8 +406,20 @@ fn sessions_lists_and_resets() {
     let list = sessions_json(&dir, None);
     let keys: Vec<&str> = list.iter().map(|s| s["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["alpha", "beta"]);
-    assert_eq!(list[0]["streak"], 2);
+    assert_eq!(list[0]["streak"]["count"], 2);
     assert_eq!(list[0]["stopped"], 0);
+    // The dashboard's shape (`/api/sessions`), field for field.
+    for key in [
+        "window",
+        "top_count",
+        "failure_streaks",
+        "pending_asks",
+        "near",
+        "gated",
+    ] {
+        assert!(list[0].get(key).is_some(), "{key} in {}", list[0]);
+    }
+    assert!(list[0].get("window_records").is_none() && list[0].get("max_count").is_none());
     // The third identical call is refused by the streak brake: the listing counts it.
     let c = spawn_hook(&dir, &pre("alpha", "t9", "git status"), None);
     assert!(String::from_utf8(c.wait_with_output().unwrap().stdout)

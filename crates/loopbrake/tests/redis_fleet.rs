@@ -103,7 +103,7 @@ fn two_serve_processes_on_one_redis_see_one_session() {
     let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["key"], "s1");
-    assert_eq!(list[0]["streak"], 3);
+    assert_eq!(list[0]["streak"]["count"], 3);
     assert!(bin(&cfg)
         .args(["sessions", "reset", "s1"])
         .status()
@@ -153,7 +153,7 @@ fn eight_processes_times_a_thousand_decisions_lose_no_update() {
     let out = bin(&cfg).args(["sessions", "--json"]).output().unwrap();
     let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        list[0]["streak"], 8000,
+        list[0]["streak"]["count"], 8000,
         "8 × 1000 decisions, every one counted"
     );
 }

@@ -177,6 +177,16 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
     assert_eq!(log[0]["outcome"], "ok");
     assert_eq!(log[3]["verdict"], "deny", "max_repeats = 4");
     assert_eq!(log[3]["code"], "LOOP_BRAKE");
+    assert_eq!(
+        log[3]["preview"], log[0]["preview"],
+        "a denied call is named by what it would have done, not just its tool"
+    );
+    assert!(
+        log[3]["preview"].as_str().unwrap().starts_with(
+            "exact:Bash:{\"command\":\"curl -s 'https://api.example.com/v1?token=[REDACTED]"
+        ),
+        "{one}"
+    );
     assert!(!one.to_string().contains("sk-live-abcdef1234567890abcd"));
 
     // A key with a slash, a space and a hash, percent-encoded in the path.

@@ -12,8 +12,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// What `loopbrake mcp` was asked to do (its command-line arguments).
+/// What `loopbrake mcp` was asked to do (its command-line arguments). Without a server
+/// the error names all three ways to give one: a command, `--url`, `--fetch-tool`.
 #[derive(Debug, clap::Args)]
+#[command(group(
+    clap::ArgGroup::new("server")
+        .required(true)
+        .multiple(true)
+        .args(["command", "url", "fetch_tool"])
+))]
+#[command(override_usage = "loopbrake mcp [OPTIONS] -- <COMMAND>...\n       \
+     loopbrake mcp [OPTIONS] --url <URL>\n       \
+     loopbrake mcp [OPTIONS] --fetch-tool [-- <COMMAND>... | --url <URL>]")]
 pub struct Server {
     /// The session of calls whose `_meta` names no conversation (default: one per
     /// proxy process). Proxies that share a store and a session count together.
@@ -76,11 +86,7 @@ pub struct Server {
     #[command(flatten)]
     pub connections: Connections,
     /// The server's command and arguments, after `--`.
-    #[arg(
-        last = true,
-        required_unless_present_any = ["url", "fetch_tool"],
-        value_name = "COMMAND"
-    )]
+    #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

@@ -27,6 +27,7 @@ macro_rules! warn {
     }};
 }
 
+mod artifacts;
 mod config;
 mod explain;
 mod hook;
@@ -88,6 +89,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(hide = true)]
+    Man,
     /// Validate or print configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -229,6 +239,8 @@ pub type CliError = Box<dyn std::error::Error>;
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
+        Command::Completions { shell } => artifacts::completions(shell),
+        Command::Man => artifacts::man(),
         Command::Config(ConfigCommand::Check { path }) => {
             config::check(path.or(cli.config).as_deref())
         }

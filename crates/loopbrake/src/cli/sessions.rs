@@ -4,7 +4,6 @@ use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
 
 pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
@@ -13,24 +12,10 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     for w in store.take_warnings() {
         warn!("loopbrake: {w}");
     }
+    // One shape for every reader: the dashboard's `/api/sessions` rows.
     let rows: Vec<serde_json::Value> = sessions
         .iter()
-        .map(|info| {
-            let b = info.state.breaker.summary();
-            serde_json::json!({
-                "key": info.key,
-                "last_activity": humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(info.last_activity_ms)).to_string(),
-                "window_records": b.records,
-                "max_count": b.max_count,
-                "streak": info.state.streak.count(),
-                "streak_call": info.state.streak.current_prefix(),
-                "failure_streaks": b.failure_streaks,
-                "exemptions": b.exemptions,
-                "refusals": b.refusals,
-                "stopped": info.state.stopped(),
-                "pending_asks": b.pending_asks,
-            })
-        })
+        .map(|info| loopbrake::ui::session_json(info, false))
         .collect();
     if json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
@@ -62,7 +47,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|f| format!("{}×{}", f[0].as_str().unwrap_or(""), f[1]))
+            .map(|f| format!("{}×{}", f["kind"].as_str().unwrap_or(""), f["count"]))
             .collect();
         let key = r["key"].as_str().unwrap_or("");
         let key = if key.chars().count() > 47 {
@@ -74,9 +59,9 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
             "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
             key,
             r["last_activity"].as_str().unwrap_or(""),
-            r["window_records"].to_string(),
-            r["max_count"].to_string(),
-            r["streak"].to_string(),
+            r["window"].to_string(),
+            r["top_count"].to_string(),
+            r["streak"]["count"].to_string(),
             if fails.is_empty() {
                 "-".to_string()
             } else {
