@@ -132,13 +132,13 @@ fn assert_identity(kind: &str) {
         "{kind}: {denial}"
     );
     assert!(!denial.contains("whatever it returned"), "{kind}: {denial}");
-    // Seed mode counts every call: no claim about results either way.
+    // Seed mode speaks the original's words exactly (the side-by-side test with the
+    // original breaker compares them), and its denial makes no claim about new output.
     let (summary, denial) = scenario(kind, false);
     assert!(
-        summary.contains("has now come up 2 times this turn.\n"),
+        summary.contains("has now come up 2 times this turn without producing a result.\n"),
         "{kind}: {summary}"
     );
-    assert!(!summary.contains("without producing"), "{kind}: {summary}");
     assert!(!denial.contains("new output"), "{kind}: {denial}");
 }
 

@@ -69,9 +69,10 @@ fn counts(fp: &str) -> &'static str {
 /// Stage 2: the summary demand. `progress`: the progress signal is on (calls that
 /// returned new output left the count of `exact:`, `cmd:` and `net:` fingerprints).
 pub fn stage2(fp: &str, n: u32, progress: bool) -> String {
+    // Seed mode speaks the original's words exactly (its side-by-side test compares them).
     let how = match counts(fp) {
-        "" if progress => " without producing a new result".to_string(),
-        "" => String::new(),
+        _ if !progress => " without producing a result".to_string(),
+        "" => " without producing a new result".to_string(),
         rule => format!(" ({rule})"),
     };
     format!(
