@@ -151,6 +151,23 @@ impl ConfigToml for Config {
     }
 }
 
+/// Splits a dotted key as configuration errors name it (`breaker.limits."host:a.b"`) into
+/// its parts: dots inside double quotes belong to the part, the quotes are dropped.
+pub fn key_parts(dotted: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in dotted.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    parts.push(cur);
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

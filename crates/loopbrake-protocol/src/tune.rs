@@ -229,7 +229,7 @@ impl Setting {
     pub fn edit(&self) -> Value {
         let mut doc = Value::Object(Map::new());
         for (key, value) in &self.changes {
-            set_path(&mut doc, &key_parts(key), value.clone());
+            set_path(&mut doc, &loopbrake_config::key_parts(key), value.clone());
         }
         doc
     }
@@ -250,22 +250,6 @@ fn shown(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-/// Splits a dotted key (`breaker.limits."host:a.b"`) into its parts.
-fn key_parts(dotted: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in dotted.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    parts.push(cur);
-    parts
 }
 
 fn get_path<'a>(tree: &'a Value, parts: &[String]) -> Option<&'a Value> {
@@ -289,7 +273,7 @@ fn set_path(tree: &mut Value, parts: &[String], value: Value) {
 fn apply(base: &Value, changes: &[(String, Value)]) -> Result<Config, ConfigError> {
     let mut tree = base.clone();
     for (key, value) in changes {
-        set_path(&mut tree, &key_parts(key), value.clone());
+        set_path(&mut tree, &loopbrake_config::key_parts(key), value.clone());
     }
     Config::from_sections(tree.get("streak"), tree.get("breaker"), &no_env)
 }
@@ -333,7 +317,7 @@ impl Builder {
     ) -> Result<(), ConfigError> {
         let changes: Vec<(String, Value)> = changes
             .into_iter()
-            .filter(|(k, v)| get_path(&self.base, &key_parts(k)) != Some(v))
+            .filter(|(k, v)| get_path(&self.base, &loopbrake_config::key_parts(k)) != Some(v))
             .collect();
         let config = apply(&self.base, &changes)?;
         if self.settings.iter().any(|s| s.config == config) {
@@ -341,7 +325,7 @@ impl Builder {
         }
         let distance = changes
             .iter()
-            .map(|(k, v)| distance(get_path(&self.base, &key_parts(k)), v))
+            .map(|(k, v)| distance(get_path(&self.base, &loopbrake_config::key_parts(k)), v))
             .sum();
         self.settings.push(Setting {
             name,
@@ -357,7 +341,7 @@ impl Builder {
 /// belongs when it is not a rung) and the base's position.
 fn ladder(base: &Value, key: &str, rungs: &[u32], off: bool) -> (Vec<Value>, usize) {
     let mut values: Vec<Value> = rungs.iter().map(|n| json!(n)).collect();
-    let current = get_path(base, &key_parts(key))
+    let current = get_path(base, &loopbrake_config::key_parts(key))
         .cloned()
         .unwrap_or(Value::Null);
     match current.as_u64() {
@@ -405,7 +389,7 @@ pub fn default_sweep(base: &Config) -> Vec<Setting> {
     let default_changes: Vec<(String, Value)> = KNOBS
         .iter()
         .filter_map(|(k, _, _)| {
-            get_path(&defaults, &key_parts(k)).map(|v| (k.to_string(), v.clone()))
+            get_path(&defaults, &loopbrake_config::key_parts(k)).map(|v| (k.to_string(), v.clone()))
         })
         .collect();
     let _ = b.add(Some("defaults"), default_changes);
@@ -466,7 +450,7 @@ pub fn parse_sweep_arg(arg: &str) -> Result<(String, Vec<Value>), String> {
 /// `X` (or `limits.X`) found in the one table that has it. Only single values can be swept
 /// (not lists or tables); `breaker.limits` takes any fingerprint prefix.
 fn resolve_key(base: &Value, key: &str) -> Result<String, String> {
-    let parts = key_parts(key);
+    let parts = loopbrake_config::key_parts(key);
     let candidates: Vec<Vec<String>> = match parts.first().map(String::as_str) {
         Some("streak" | "breaker") => vec![parts.clone()],
         _ => ["streak", "breaker"]

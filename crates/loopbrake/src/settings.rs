@@ -106,27 +106,11 @@ pub enum LoadError {
     },
 }
 
-/// Splits a dotted key as errors name it (`breaker.limits."host:a.b"`) into its parts.
-fn key_parts(dotted: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in dotted.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    parts.push(cur);
-    parts
-}
-
 /// The 1-based line where a dotted key is written in `text` (a table header, a key, or a
 /// key of an inline table), when the text parses.
 pub fn line_of(text: &str, dotted: &str) -> Option<usize> {
     let doc = toml_edit::ImDocument::parse(text).ok()?;
-    let parts = key_parts(dotted);
+    let parts = loopbrake_config::key_parts(dotted);
     let mut span = None;
     let mut item: Option<&toml_edit::Item> = None;
     for part in &parts {
