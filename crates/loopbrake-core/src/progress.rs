@@ -46,15 +46,7 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
     if o.is_aborted() {
         return None;
     }
-    let has_fields = o.is_error.is_some()
-        || o.exit_code.is_some()
-        || o.status_code.is_some()
-        || o.timed_out.is_some()
-        || o.signal.is_some()
-        || o.sandbox_denied.is_some()
-        || o.background.is_some()
-        || o.error_code.is_some();
-    if o.text.is_none() && !has_fields {
+    if o.text.is_none() && !o.has_fields() {
         return None;
     }
     let mut h = Sha256::new();

@@ -23,13 +23,7 @@ use std::fmt::Write;
 /// or `None` when the recording holds nothing (no field and no text, or empty text only:
 /// a run cut off at its step limit records its last call with an empty output).
 pub fn recorded_output(outcome: &loopbrake_core::Outcome) -> Option<OutputDigest> {
-    let fields_only_empty_text = outcome.text.as_deref() == Some("")
-        && loopbrake_core::progress::digest(&loopbrake_core::Outcome {
-            text: None,
-            ..outcome.clone()
-        })
-        .is_none();
-    if fields_only_empty_text {
+    if outcome.text.as_deref() == Some("") && !outcome.has_fields() {
         return None;
     }
     loopbrake_core::progress::digest(outcome)

@@ -43,6 +43,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Whether any structured field (not the text) was reported.
+    pub fn has_fields(&self) -> bool {
+        self.is_error.is_some()
+            || self.exit_code.is_some()
+            || self.status_code.is_some()
+            || self.timed_out.is_some()
+            || self.signal.is_some()
+            || self.sandbox_denied.is_some()
+            || self.background.is_some()
+            || self.error_code.is_some()
+    }
+
     /// A plain success with this output text.
     pub fn success(text: impl Into<String>) -> Self {
         Outcome {
