@@ -235,14 +235,22 @@ pub fn editable(
 
 /// Parses configuration text (all tables validated).
 pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, ConfigError> {
-    let table = parse_toml(text)?;
+    from_table(&parse_toml(text)?, env)
+}
+
+/// Validates a parsed configuration document (every table, as [`parse`] does): for hosts
+/// that receive it as data rather than as a file (the Python package's `config=dict`).
+pub fn from_table(
+    table: &toml::Table,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Loaded, ConfigError> {
     for key in table.keys() {
         if !TABLES.contains(&key.as_str()) {
             return Err(unknown_key("", key, TABLES));
         }
     }
     Ok(Loaded {
-        engine: engine_from_tables(&table, env)?,
+        engine: engine_from_tables(table, env)?,
         protocol: protocol_table(table.get("protocol"))?,
         store: store_table(table.get("store"))?,
         fetch: fetch_table(table.get("fetch"))?,
