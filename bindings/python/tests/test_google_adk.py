@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -38,6 +39,20 @@ from loopbrake.integrations.google_adk import LoopBrakePlugin  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "python")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Any attempt to reach the network fails the test."""
+
+    def refuse(self, address, *a, **k):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise AssertionError(f"network access attempted: {address}")
+        return real_connect(self, address, *a, **k)
+
+    real_connect = socket.socket.connect
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
 
 
 # -- the scripted model -------------------------------------------------------------------
