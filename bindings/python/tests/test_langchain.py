@@ -363,6 +363,27 @@ def tool_node_graph(mw: LoopBrakeMiddleware, tools: list) -> Any:
     return g.compile()
 
 
+def test_plain_langgraph_loop_with_the_tool_node_async() -> None:
+    from langgraph.prebuilt import tools_condition
+
+    brake = Brake()
+    n = Counter()
+    model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 3))
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_node("tools", LoopBrakeMiddleware(brake).tool_node([n.same()]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    graph = g.compile()
+
+    result = asyncio.run(graph.ainvoke({"messages": [HumanMessage("go")]}, thread("g1")))
+
+    assert n.runs == 2
+    assert [m.status for m in tool_messages(result)] == ["success", "success", "error"]
+    assert model.received[-1][-1].content == tool_messages(result)[-1].content
+
+
 def test_two_processes_share_a_session_through_sqlite(tmp_path: Any) -> None:
     db = str(tmp_path / "s.db")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_DIR, os.environ.get("PYTHONPATH", "")]))
