@@ -215,6 +215,8 @@ class _Protector:
         if self.approvals:
             # needs_approval is not told which agent runs the tool: the agent it was found in.
             self._wrap_needs_approval(tool, None if agent_name == self.root else agent_name)
+        elif "_loopbrake_own_needs_approval" in tool.__dict__:  # protected before with approvals
+            tool.needs_approval = tool.__dict__.pop("_loopbrake_own_needs_approval")
 
     def _wrap_needs_approval(self, tool: FunctionTool, agent: Optional[str]) -> None:
         original = getattr(tool, "_loopbrake_own_needs_approval", tool.needs_approval)
