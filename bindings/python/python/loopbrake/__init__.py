@@ -227,9 +227,40 @@ class Brake:
             except (TypeError, ValueError):
                 sig = None
 
+            # The common case, parameters that are all plain (no *args, **kwargs or
+            # positional-only ones), binds without inspect's machinery.
+            plain = sig is not None and all(
+                p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+                or p.kind is inspect.Parameter.KEYWORD_ONLY
+                for p in sig.parameters.values()
+            )
+            names = list(sig.parameters) if sig is not None else []
+            name_set = set(names)
+            positional = [
+                n
+                for n in names
+                if sig is not None
+                and sig.parameters[n].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+            ]
+            defaults = {
+                n: p.default
+                for n, p in (sig.parameters.items() if sig is not None else ())
+                if p.default is not inspect.Parameter.empty
+            }
+
             def bind(args: tuple, kwargs: dict) -> Dict[str, Any]:
                 if sig is None:
                     return {"args": list(args), "kwargs": kwargs}
+                if plain and len(args) <= len(positional) and not (
+                    kwargs.keys() - name_set
+                ):
+                    out = dict(zip(positional, args))
+                    if not (out.keys() & kwargs.keys()):
+                        out.update(kwargs)
+                        if len(out) == len(names):
+                            return {n: out[n] for n in names}
+                        if all(n in out or n in defaults for n in names):
+                            return {n: out[n] if n in out else defaults[n] for n in names}
                 bound = sig.bind(*args, **kwargs)
                 bound.apply_defaults()
                 out: Dict[str, Any] = {}
