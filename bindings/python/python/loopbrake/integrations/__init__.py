@@ -25,6 +25,6 @@ def require(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as e:
         raise ImportError(
-            f"loopbrake.integrations needs {module.split('.')[0]!r}: "
+            f"loopbrake.integrations needs {module!r}: "
             f'pip install "loopbrake[{extra}]"'
         ) from e
