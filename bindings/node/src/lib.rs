@@ -253,25 +253,6 @@ pub struct NativeFetcher {
     inner: std::sync::Arc<loopbrake_fetch::Fetcher>,
 }
 
-/// A JSON value as TOML, for the `[fetch]` table's own validation.
-fn to_toml(v: &Value) -> Option<toml::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(items) => toml::Value::Array(items.iter().filter_map(to_toml).collect()),
-        Value::Object(m) => toml::Value::Table(
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), to_toml(x)?)))
-                .collect(),
-        ),
-    })
-}
-
 #[napi]
 impl NativeFetcher {
     /// A fetcher writing under `root`, with the `[fetch]` settings as JSON (snake_case;
@@ -280,7 +261,7 @@ impl NativeFetcher {
     pub fn new(root: String, settings_json: String) -> Result<Self> {
         guarded(|| {
             let doc = parse(&settings_json, "the fetch settings")?;
-            let table = to_toml(&doc);
+            let table = loopbrake_config::toml_of_json(&doc);
             let settings =
                 loopbrake_fetch::fetch_table(table.as_ref()).map_err(|e| config_error(&e))?;
             let fetcher = loopbrake_fetch::Fetcher::new(settings, std::path::Path::new(&root))

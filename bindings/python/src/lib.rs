@@ -264,25 +264,6 @@ fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
-/// A JSON value as TOML, for the configuration loader (`null` reads as absent).
-fn to_toml(v: &Value) -> Option<toml::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(items) => toml::Value::Array(items.iter().filter_map(to_toml).collect()),
-        Value::Object(m) => toml::Value::Table(
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), to_toml(x)?)))
-                .collect(),
-        ),
-    })
-}
-
 // ---------------------------------------------------------------------------------------
 // What crosses back
 
@@ -609,7 +590,8 @@ impl NativeBrake {
                 None => settings::parse("", &no_env).map_err(|e| config_error(py, "", &e))?,
                 Some(c) if c.is_instance_of::<PyDict>() => {
                     let doc = json_of(c, "the configuration")?;
-                    let Some(toml::Value::Table(table)) = to_toml(&doc) else {
+                    let Some(toml::Value::Table(table)) = loopbrake_config::toml_of_json(&doc)
+                    else {
                         unreachable!("a dict is a JSON object")
                     };
                     settings::from_table(&table, &no_env)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import socket
-import subprocess
 import sys
 import textwrap
 from typing import Any, AsyncGenerator, List, Optional
@@ -37,22 +35,11 @@ from pydantic import Field  # noqa: E402
 from loopbrake import Brake  # noqa: E402
 from loopbrake.integrations.google_adk import LoopBrakePlugin  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.join(os.path.dirname(HERE), "python")
+from conftest import HERE, PKG  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Any attempt to reach the network fails the test."""
-
-    def refuse(self, address, *a, **k):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            raise AssertionError(f"network access attempted: {address}")
-        return real_connect(self, address, *a, **k)
-
-    real_connect = socket.socket.connect
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+# Any attempt to reach the network fails a test (conftest.py).
+pytestmark = pytest.mark.usefixtures("no_network")
 
 
 # -- the scripted model -------------------------------------------------------------------
@@ -356,13 +343,9 @@ SUBPROCESS = textwrap.dedent(
 )
 
 
-def test_two_processes_share_one_session_through_sqlite(tmp_path):
+def test_two_processes_share_one_session_through_sqlite(tmp_path, run_python):
     store = "sqlite:" + str(tmp_path / "s.db")
-    code = SUBPROCESS.format(here=HERE, pkg=PKG, store=store)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr
-    assert "ran 2" in done.stdout
+    assert "ran 2" in run_python(SUBPROCESS.format(here=HERE, pkg=PKG, store=store))
 
     c = Counter()
     model, runner = make(Brake(store=store), [[call("ping", x=1)]], [c.ping], reset_on_user_message=False)
