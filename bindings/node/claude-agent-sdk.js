@@ -11,7 +11,9 @@
 // the outcome; `UserPromptSubmit` starts the session afresh; `Stop`, `PostToolBatch` and
 // `SubagentStop` close calls that never got an outcome; `SessionEnd` forgets the session.
 // Sessions are the SDK's `session_id` (plus `agent_id` for a sub-agent), in memory.
-import { native } from './lib/native.js'
+import { engineFor, LoopbrakeConfigError } from './lib/config.js'
+
+export { LoopbrakeConfigError }
 
 /** The hook events loopbrake listens to. */
 export const HOOK_EVENTS = Object.freeze([
@@ -24,41 +26,6 @@ export const HOOK_EVENTS = Object.freeze([
   'SubagentStop',
   'SessionEnd',
 ])
-
-/** A configuration that cannot be used: the key, the value and the rule. */
-export class LoopbrakeConfigError extends TypeError {
-  constructor({ key, value, rule, message }) {
-    super(`loopbrake: ${message}`)
-    this.name = 'LoopbrakeConfigError'
-    this.code = 'LOOPBRAKE_CONFIG'
-    this.key = key
-    this.value = value
-    this.rule = rule
-  }
-}
-
-function engineFor(config) {
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw new LoopbrakeConfigError({ key: '(config)', value: String(config), rule: 'must be an object', message: 'the configuration must be an object of tables ({streak, breaker})' })
-  }
-  let json
-  try {
-    json = JSON.stringify(config)
-  } catch (e) {
-    throw new LoopbrakeConfigError({ key: '(config)', value: '(unserialisable)', rule: 'must be JSON', message: `the configuration cannot be written as JSON (${e.message})` })
-  }
-  try {
-    return new native.NativeEngine(json)
-  } catch (e) {
-    let err
-    try {
-      err = JSON.parse(e.message)
-    } catch {
-      throw e
-    }
-    throw new LoopbrakeConfigError(err)
-  }
-}
 
 function writeWarning(text) {
   process.stderr.write(`loopbrake: ${text}\n`)
