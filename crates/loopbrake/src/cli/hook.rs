@@ -1,4 +1,6 @@
-//! `loopbrake hook claude|codex|gemini`, and `loopbrake init`: the hooks into those hosts' settings, and loopbrake's plugin (the Node package) into opencode's and Kilo Code's configuration.
+//! `loopbrake hook claude|codex|gemini`, and `loopbrake init`: the hooks into those hosts'
+//! settings, and loopbrake's plugin (the Node package) into opencode's and Kilo Code's
+//! configuration.
 
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
