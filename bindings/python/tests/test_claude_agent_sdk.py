@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("claude_agent_sdk")
 
-from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query  # noqa: E402
+from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow, ResultMessage, query  # noqa: E402
 from loopbrake import Brake, LoopBrakeConfigError  # noqa: E402
 from loopbrake.integrations.claude_agent_sdk import HOOK_EVENTS, hooks  # noqa: E402
 
@@ -186,7 +186,7 @@ class StandIn:
         self.proc.wait()
 
 
-def run_agent(tmp: Path, port: int, matchers: Dict[str, Any]) -> List[Any]:
+def run_agent(tmp: Path, port: int, matchers: Dict[str, Any], **extra: Any) -> List[Any]:
     work = tmp / "work"
     work.mkdir(exist_ok=True)
     (tmp / "claude-config").mkdir(exist_ok=True)
@@ -204,6 +204,7 @@ def run_agent(tmp: Path, port: int, matchers: Dict[str, Any]) -> List[Any]:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
         },
+        **extra,
     )
 
     async def go() -> List[Any]:
@@ -243,3 +244,42 @@ def test_in_the_real_sdk_a_call_whose_output_changes_is_not_stopped(tmp_path: Pa
     for i, (is_error, text) in enumerate(results, 1):
         assert not is_error and f"step-{i}" in text, (i, text)
     assert counter.read_text().strip() == "5"
+
+
+# A gate that asks: the breaker's exact gate at the 2nd identical call, the streak brake out of
+# the way. The SDK hands the ask to ``can_use_tool`` with loopbrake's question.
+ASKING = {"streak": {"max_repeats": 10}, "breaker": {"limits": {"exact": 2}, "on_limit": "ask"}}
+
+
+# The SDK warns that allowed_tools=["Bash"] keeps can_use_tool from being consulted; a
+# PreToolUse hook's ask still reaches it, which is what this test shows.
+@pytest.mark.filterwarnings("ignore:can_use_tool will not be invoked")
+def test_in_the_real_sdk_an_ask_reaches_can_use_tool_and_an_approved_call_runs(tmp_path: Path) -> None:
+    asked: List[Tuple[str, str]] = []
+
+    async def can_use_tool(tool: str, input: Dict[str, Any], context: Any) -> Any:
+        asked.append((tool, context.decision_reason or ""))
+        return PermissionResultAllow(updated_input=input)
+
+    model = StandIn(tmp_path, "echo same-call", 4)
+    try:
+        run_agent(tmp_path, model.port, hooks(Brake(ASKING)), can_use_tool=can_use_tool)
+        results = model.tool_results()
+    finally:
+        model.close()
+    assert len(asked) == 1, f"asked once: the approval holds for the rest of the turn: {asked}"
+    assert asked[0][0] == "Bash" and "this call is about to be blocked as a repeat" in asked[0][1], asked
+    assert len(results) == 4 and all(not e and "same-call" in t for e, t in results), results
+
+
+def test_in_the_real_sdk_an_ask_without_can_use_tool_is_refused(tmp_path: Path) -> None:
+    model = StandIn(tmp_path, "echo same-call", 4)
+    try:
+        run_agent(tmp_path, model.port, hooks(Brake(ASKING)))
+        results = model.tool_results()
+    finally:
+        model.close()
+    assert len(results) == 3, results
+    assert not results[0][0]
+    assert results[1][0] and "this call is about to be blocked as a repeat" in results[1][1], results[1]
+    assert results[2][0] and "REPEAT_TOOL_BLOCKED" in results[2][1], results[2]
