@@ -135,6 +135,10 @@ export async function server(_input, options = {}) {
         if (part?.type === 'tool' && part.state?.status === 'error' && open.has(part.callID)) {
           record(part.callID, { is_error: true, text: String(part.state.error ?? '') })
         }
+      } else if (event?.type === 'session.idle') {
+        // The session's turn is over: a call still waiting for its outcome never gets one.
+        const sessionID = event.properties?.sessionID
+        for (const [callID, call] of open) if (call.session === sessionID) open.delete(callID)
       } else if (event?.type === 'session.deleted') {
         const sessionID = event.properties?.info?.id
         if (typeof sessionID === 'string') {
