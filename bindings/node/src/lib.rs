@@ -197,6 +197,33 @@ impl NativeEngine {
         })
     }
 
+    /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
+    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it: `{"output":
+    /// <the hook's JSON output, or null for no opinion>, "warnings": [...]}`. With
+    /// `fail_closed`, a `PreToolUse` loopbrake cannot judge (a payload it cannot read) is
+    /// denied, saying why; otherwise it is let through with a warning.
+    #[napi]
+    pub fn claude_hook(&self, payload_json: String, fail_closed: bool) -> Result<String> {
+        guarded(|| {
+            let ctx = loopbrake_hooks::Context {
+                engine: &self.engine,
+                store: Ok(&self.store),
+                fail_closed,
+            };
+            let reply = loopbrake_hooks::handle(
+                loopbrake_hooks::Dialect::Claude,
+                payload_json.as_bytes(),
+                &ctx,
+            );
+            let output = match reply.stdout.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Err(invalid(format!("loopbrake: internal error: {e}"))),
+                None => Value::Null,
+            };
+            Ok(json!({"output": output, "warnings": reply.warnings}).to_string())
+        })
+    }
+
     /// A real human message: the session starts afresh.
     #[napi]
     pub fn user_message(&self, session: String) -> Result<()> {

@@ -744,6 +744,32 @@ impl NativeBrake {
         })
     }
 
+    /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
+    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it, over
+    /// this brake's engines, store and failure policy: `(output, warnings)`, where `output`
+    /// is the hook's JSON output as text, or `None` for no opinion.
+    fn claude_hook(
+        &self,
+        py: Python<'_>,
+        payload_json: &str,
+    ) -> PyResult<(Option<String>, Vec<String>)> {
+        guarded(py, || {
+            let reply = py.detach(|| {
+                let ctx = loopbrake_hooks::Context {
+                    engine: &self.engine,
+                    store: Ok(&*self.store),
+                    fail_closed: self.fail_closed,
+                };
+                loopbrake_hooks::handle(
+                    loopbrake_hooks::Dialect::Claude,
+                    payload_json.as_bytes(),
+                    &ctx,
+                )
+            });
+            Ok((reply.stdout, reply.warnings))
+        })
+    }
+
     /// A real human message: the session (and its sub-agents) start afresh.
     fn user_message(&self, py: Python<'_>, session: &str) -> PyResult<()> {
         guarded(py, || {
