@@ -119,9 +119,13 @@ enum Command {
         /// The host's dialect.
         #[arg(value_enum)]
         dialect: HookDialect,
+        /// The event this hook was installed for, for hosts whose payloads do not name it
+        /// (GitHub Copilot CLI: `loopbrake hook copilot preToolUse`).
+        event: Option<String>,
     },
-    /// Install loopbrake's hooks into Claude Code's, Codex's or Gemini CLI's settings (or
-    /// remove them).
+    /// Install loopbrake's hooks into an agent's settings (Claude Code, Codex, Gemini CLI,
+    /// GitHub Copilot CLI, Qwen Code, Cursor, Factory Droid), or its hook files (Cline), or
+    /// remove them.
     /// Refuses to install while the configuration is invalid.
     Init {
         /// The host.
@@ -185,14 +189,30 @@ pub enum HookDialect {
     Codex,
     /// Google Gemini CLI.
     Gemini,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// Qwen Code.
+    Qwen,
+    /// Cursor.
+    Cursor,
+    /// Cline.
+    Cline,
+    /// Factory Droid.
+    Factory,
 }
 
 impl From<HookDialect> for loopbrake_hooks::Dialect {
     fn from(d: HookDialect) -> Self {
+        use loopbrake_hooks::Dialect as D;
         match d {
-            HookDialect::Claude => loopbrake_hooks::Dialect::Claude,
-            HookDialect::Codex => loopbrake_hooks::Dialect::Codex,
-            HookDialect::Gemini => loopbrake_hooks::Dialect::Gemini,
+            HookDialect::Claude => D::Claude,
+            HookDialect::Codex => D::Codex,
+            HookDialect::Gemini => D::Gemini,
+            HookDialect::Copilot => D::Copilot,
+            HookDialect::Qwen => D::Qwen,
+            HookDialect::Cursor => D::Cursor,
+            HookDialect::Cline => D::Cline,
+            HookDialect::Factory => D::Factory,
         }
     }
 }
@@ -253,7 +273,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
         Command::Tune(args) => tune::run(cli.config.as_deref(), args),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
-        Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
+        Command::Hook { dialect, event } => Ok(hook::run(
+            cli.config.as_deref(),
+            dialect.into(),
+            event.as_deref(),
+        )),
         Command::Mcp(server) => mcp::run(cli.config.as_deref(), server),
         Command::Init {
             dialect,
