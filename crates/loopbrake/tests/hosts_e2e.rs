@@ -1,0 +1,150 @@
+//! End to end with more real agent programs from npm, run headless against the scripted
+//! stand-in model on 127.0.0.1 (`tests/e2e/mock_model.py`, here over the OpenAI Chat
+//! Completions API) with `loopbrake hook` installed by `loopbrake init`: GitHub Copilot CLI
+//! 1.0.102, Qwen Code 0.24.4 and Cline 3.0.65. Each test asserts on what the model was
+//! shown (its next request) or, for Cline, whose hook files can only stop the whole task,
+//! on what the task reported and what ran.
+//!
+//! Like `agents_e2e.rs`, these need the npm packages `scripts/test` installs into
+//! `target/e2e-npm`, and are ignored by a plain `cargo test`.
+
+mod support;
+use support::agents::*;
+use support::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// What a changing call runs: the same command, its output one line longer every time.
+const GROWING: &str = "echo x >> ticks.txt; wc -l < ticks.txt";
+
+fn write_config(dir: &Path, toml: &str) {
+    std::fs::write(dir.join("loopbrake.toml"), toml).unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+}
+
+// --- GitHub Copilot CLI ---------------------------------------------------------------
+
+fn copilot_bin() -> PathBuf {
+    npm_file(
+        "@github/copilot-linux-x64/copilot",
+        "@github/copilot@1.0.102",
+    )
+}
+
+/// `loopbrake init copilot` into a fresh `COPILOT_HOME` (the user's hooks folder).
+fn setup_copilot(dir: &Path, toml: &str) -> PathBuf {
+    write_config(dir, toml);
+    let home = dir.join("copilot-home");
+    let out = loopbrake(dir)
+        .args(["init", "copilot"])
+        .env("COPILOT_HOME", &home)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let hooks: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join("hooks/loopbrake.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(hooks["version"], 1);
+    assert!(hooks["hooks"]["preToolUse"][0]["bash"]
+        .as_str()
+        .unwrap()
+        .ends_with("hook copilot preToolUse"));
+    home
+}
+
+/// Copilot CLI offline against the stand-in model (a BYOK OpenAI-compatible provider, no
+/// GitHub login), in prompt mode with every tool allowed. Its own files are extracted
+/// once into `target/e2e-npm/.cache`.
+fn run_copilot(dir: &Path, home: &Path, mock: &Mock) -> Output {
+    let mut c = Command::new(copilot_bin());
+    c.current_dir(dir.join("work"))
+        .env("HOME", dir.join("home"))
+        .env("XDG_CACHE_HOME", node_modules().join("../.cache"))
+        .env("COPILOT_HOME", home)
+        .env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", mock.port),
+        )
+        .env("COPILOT_PROVIDER_TYPE", "openai")
+        .env("COPILOT_MODEL", "gpt-4.1")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GH_TOKEN")
+        .env_remove("COPILOT_GITHUB_TOKEN")
+        .args(["-p", "run the command", "--allow-all-tools"]);
+    with_loopbrake_env(&mut c, dir);
+    output_with_deadline(c, 240)
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn copilot_cli_repeating_one_shell_call_is_stopped_at_the_third() {
+    let dir = tmpdir("hosts", "copilot-repeat");
+    let home = setup_copilot(&dir, "");
+    let mock = start_mock(&dir, "echo loopbrake-copilot", 8);
+    let out = run_copilot(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 3, "two ran, the third was refused: {results:#?}");
+    assert!(results[0].contains("loopbrake-copilot") && results[1].contains("loopbrake-copilot"));
+    assert!(
+        results[2].contains(r#"Denied by preToolUse hook: loop brake: tool "bash" called 3 times in a row"#),
+        "the model read loopbrake's refusal: {}",
+        results[2]
+    );
+    assert!(!results[2].contains("loopbrake-copilot"), "the third call did not run");
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn copilot_cli_a_call_whose_output_changes_is_not_stopped() {
+    let dir = tmpdir("hosts", "copilot-progress");
+    let home = setup_copilot(&dir, "");
+    let mock = start_mock(&dir, GROWING, 5);
+    let out = run_copilot(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 5, "every call ran: {results:#?}");
+    for (i, r) in results.iter().enumerate() {
+        assert!(r.starts_with(&format!("{}\n", i + 1)), "call {} ran: {r}", i + 1);
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("work/ticks.txt")).unwrap(),
+        "x\n".repeat(5)
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn copilot_cli_repeating_a_failing_command_is_advised_then_stopped() {
+    let dir = tmpdir("hosts", "copilot-failing");
+    let home = setup_copilot(&dir, "[breaker]\non_limit = \"deny\"\n");
+    // The timeout changes every call: the streak never sees a repeat; the failure track
+    // counts the command without it.
+    let mock = start_mock(
+        &dir,
+        "curl -sSf --max-time {n} http://127.0.0.1:{port}/missing",
+        10,
+    );
+    let out = run_copilot(&dir, &home, &mock);
+    assert_success(&out);
+    let reqs = requests(&mock);
+    let results = chat_tool_results(&reqs);
+    assert_eq!(results.len(), 6, "{results:#?}");
+    for r in &results[..5] {
+        assert!(r.contains("exit code 22"), "{r}");
+    }
+    let first_advised = reqs
+        .iter()
+        .position(|b| b.to_string().contains("has failed 3 times in a row"))
+        .expect("the failure advisory reaches the model (postToolUse additionalContext)");
+    assert_eq!(chat_tool_results(&reqs[..=first_advised]).len(), 3);
+    assert!(
+        results[5].contains("REPEAT_TOOL_BLOCKED: bash (consecutive failures)"),
+        "{}",
+        results[5]
+    );
+}
