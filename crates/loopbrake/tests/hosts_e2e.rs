@@ -42,10 +42,9 @@ fn setup_copilot(dir: &Path, toml: &str) -> PathBuf {
         .output()
         .unwrap();
     assert_success(&out);
-    let hooks: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(home.join("hooks/loopbrake.json")).unwrap(),
-    )
-    .unwrap();
+    let hooks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("hooks/loopbrake.json")).unwrap())
+            .unwrap();
     assert_eq!(hooks["version"], 1);
     assert!(hooks["hooks"]["preToolUse"][0]["bash"]
         .as_str()
@@ -88,14 +87,23 @@ fn copilot_cli_repeating_one_shell_call_is_stopped_at_the_third() {
     let out = run_copilot(&dir, &home, &mock);
     assert_success(&out);
     let results = chat_tool_results(&requests(&mock));
-    assert_eq!(results.len(), 3, "two ran, the third was refused: {results:#?}");
+    assert_eq!(
+        results.len(),
+        3,
+        "two ran, the third was refused: {results:#?}"
+    );
     assert!(results[0].contains("loopbrake-copilot") && results[1].contains("loopbrake-copilot"));
     assert!(
-        results[2].contains(r#"Denied by preToolUse hook: loop brake: tool "bash" called 3 times in a row"#),
+        results[2].contains(
+            r#"Denied by preToolUse hook: loop brake: tool "bash" called 3 times in a row"#
+        ),
         "the model read loopbrake's refusal: {}",
         results[2]
     );
-    assert!(!results[2].contains("loopbrake-copilot"), "the third call did not run");
+    assert!(
+        !results[2].contains("loopbrake-copilot"),
+        "the third call did not run"
+    );
 }
 
 #[test]
@@ -109,7 +117,11 @@ fn copilot_cli_a_call_whose_output_changes_is_not_stopped() {
     let results = chat_tool_results(&requests(&mock));
     assert_eq!(results.len(), 5, "every call ran: {results:#?}");
     for (i, r) in results.iter().enumerate() {
-        assert!(r.starts_with(&format!("{}\n", i + 1)), "call {} ran: {r}", i + 1);
+        assert!(
+            r.starts_with(&format!("{}\n", i + 1)),
+            "call {} ran: {r}",
+            i + 1
+        );
     }
     assert_eq!(
         std::fs::read_to_string(dir.join("work/ticks.txt")).unwrap(),
@@ -147,4 +159,99 @@ fn copilot_cli_repeating_a_failing_command_is_advised_then_stopped() {
         "{}",
         results[5]
     );
+}
+
+// --- Qwen Code --------------------------------------------------------------------------
+
+fn qwen_cli() -> PathBuf {
+    npm_file("@qwen-code/qwen-code/cli.js", "@qwen-code/qwen-code@0.24.4")
+}
+
+/// A home whose Qwen Code settings choose the OpenAI-compatible login (what a user has
+/// after the first run), then `loopbrake init qwen` on top.
+fn setup_qwen(dir: &Path, toml: &str) -> PathBuf {
+    write_config(dir, toml);
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".qwen")).unwrap();
+    std::fs::write(
+        home.join(".qwen/settings.json"),
+        r#"{"security": {"auth": {"selectedType": "openai"}}}"#,
+    )
+    .unwrap();
+    let out = loopbrake(dir)
+        .args(["init", "qwen"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".qwen/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"], "openai",
+        "kept"
+    );
+    assert!(settings["hooks"]["PreToolUse"].is_array());
+    home
+}
+
+fn run_qwen(dir: &Path, home: &Path, mock: &Mock) -> Output {
+    let mut c = Command::new("node");
+    c.arg(qwen_cli())
+        .current_dir(dir.join("work"))
+        .env("HOME", home)
+        .env(
+            "OPENAI_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", mock.port),
+        )
+        .env("OPENAI_API_KEY", "x")
+        .env("OPENAI_MODEL", "mock-model")
+        .env("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
+        .args(["-p", "run the command", "--yolo"]);
+    with_loopbrake_env(&mut c, dir);
+    output_with_deadline(c, 240)
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn qwen_code_repeating_one_shell_call_is_stopped_at_the_third() {
+    let dir = tmpdir("hosts", "qwen-repeat");
+    let home = setup_qwen(&dir, "");
+    let mock = start_mock(&dir, "echo loopbrake-qwen", 8);
+    let out = run_qwen(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(
+        results.len(),
+        3,
+        "two ran, the third was refused: {results:#?}"
+    );
+    assert!(results[0].contains("Output: loopbrake-qwen"));
+    assert!(results[1].contains("Output: loopbrake-qwen"));
+    assert!(
+        results[2].starts_with(r#"loop brake: tool "run_shell_command" called 3 times in a row"#),
+        "the model read loopbrake's refusal: {}",
+        results[2]
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn qwen_code_a_call_whose_output_changes_is_not_stopped() {
+    let dir = tmpdir("hosts", "qwen-progress");
+    let home = setup_qwen(&dir, "");
+    // Four, past loopbrake's streak limit of 3: Qwen Code's own always-on guard halts the
+    // run at the 5th identical call whatever it returns.
+    let mock = start_mock(&dir, GROWING, 4);
+    let out = run_qwen(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 4, "every call ran: {results:#?}");
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            r.contains(&format!("Output: {}\n", i + 1)),
+            "call {} ran: {r}",
+            i + 1
+        );
+    }
 }

@@ -78,6 +78,8 @@ impl Default for ToolClasses {
                 "run_shell_command",
                 "execute_bash",
                 "exec_command",
+                "Execute",
+                "Shell",
             ]),
             shell_command_args: strings(&["command", "cmd"]),
             url: Vec::new(),
@@ -225,6 +227,32 @@ const DECOYS_SHELL_TIMEOUT: &[&str] = &[
     "run_in_background",
     "justification",
 ];
+/// GitHub Copilot CLI's `bash`: how long to wait for the first output.
+const DECOYS_BASH: &[&str] = &[
+    "description",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+    "initial_wait",
+];
+/// Qwen Code's `run_shell_command`: also whether to run it in the background.
+const DECOYS_QWEN_SHELL: &[&str] = &[
+    "description",
+    "timeout",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+    "is_background",
+];
+/// Factory Droid's `Execute`: the model's own risk rating of the command, its words for
+/// it, a timeout and running it in the background.
+const DECOYS_EXECUTE: &[&str] = &[
+    "description",
+    "timeout",
+    "riskLevel",
+    "riskLevelReason",
+    "fireAndForget",
+];
 
 impl Default for BreakerConfig {
     fn default() -> Self {
@@ -244,18 +272,21 @@ impl Default for BreakerConfig {
         }
         let mut ignore_args = BTreeMap::new();
         ignore_args.insert("*".to_string(), strings(DECOYS_ALL));
-        for t in ["bash", "pwsh", "shell"] {
+        for t in ["pwsh", "shell"] {
             ignore_args.insert(t.to_string(), strings(DECOYS_SHELL));
         }
+        ignore_args.insert("bash".to_string(), strings(DECOYS_BASH));
         for t in [
             "Bash",
             "PowerShell",
-            "run_shell_command",
             "execute_bash",
             "exec_command",
+            "Shell",
         ] {
             ignore_args.insert(t.to_string(), strings(DECOYS_SHELL_TIMEOUT));
         }
+        ignore_args.insert("run_shell_command".to_string(), strings(DECOYS_QWEN_SHELL));
+        ignore_args.insert("Execute".to_string(), strings(DECOYS_EXECUTE));
         let mut host_aliases = BTreeMap::new();
         for k in [
             "open-data.canada.ca",

@@ -116,6 +116,12 @@ pub fn chat_tool_results(reqs: &[Value]) -> Vec<String> {
         .filter(|m| m["role"] == "tool")
         .map(|m| match &m["content"] {
             Value::String(s) => s.clone(),
+            // Text blocks (Qwen Code sends `[{"type": "text", "text": …}]`).
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
             other => other.to_string(),
         })
         .collect()
