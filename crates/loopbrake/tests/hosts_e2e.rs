@@ -255,3 +255,105 @@ fn qwen_code_a_call_whose_output_changes_is_not_stopped() {
         );
     }
 }
+
+// --- Cline ------------------------------------------------------------------------------
+
+fn cline_bin() -> PathBuf {
+    npm_file("@cline/cli-linux-x64/bin/cline", "cline@3.0.65")
+}
+
+/// A home where Cline's OpenAI-compatible provider points at the stand-in model
+/// (`cline auth`), with loopbrake's hook files installed by `loopbrake init cline`.
+fn setup_cline(dir: &Path, toml: &str, mock: &Mock) -> PathBuf {
+    write_config(dir, toml);
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut auth = Command::new(cline_bin());
+    auth.env("HOME", &home).args([
+        "auth",
+        "-p",
+        "openai",
+        "-k",
+        "x",
+        "-m",
+        "mock-model",
+        "-b",
+        &format!("http://127.0.0.1:{}/v1", mock.port),
+    ]);
+    assert_success(&output_with_deadline(auth, 60));
+    let out = loopbrake(dir)
+        .args(["init", "cline"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let hook = std::fs::read_to_string(home.join(".cline/hooks/PreToolUse")).unwrap();
+    assert!(hook.trim_end().ends_with("hook cline"), "{hook}");
+    home
+}
+
+fn run_cline(dir: &Path, home: &Path) -> Output {
+    let mut c = Command::new(cline_bin());
+    c.current_dir(dir.join("work"))
+        .env("HOME", home)
+        .args(["run the command", "--json"]);
+    with_loopbrake_env(&mut c, dir);
+    output_with_deadline(c, 240)
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn cline_repeating_one_command_stops_the_task_before_the_third_runs() {
+    let dir = tmpdir("hosts", "cline-repeat");
+    // The output stays the same; the appended line counts the runs.
+    let mock = start_mock(&dir, "echo loopbrake-cline; echo ran >> runs.txt", 8);
+    let home = setup_cline(&dir, "", &mock);
+    let out = run_cline(&dir, &home);
+    assert_success(&out);
+    let reqs = requests(&mock);
+    assert_eq!(
+        reqs.len(),
+        3,
+        "the model asked three times, then the task stopped"
+    );
+    let results = chat_tool_results(&reqs);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(results.iter().all(|r| r.contains("loopbrake-cline")));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("work/runs.txt")).unwrap(),
+        "ran\nran\n",
+        "the third call did not run"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(r#""finishReason":"aborted""#), "{stdout}");
+    // Cline 3.0.65 prints "aborted by another client"; loopbrake's text is the stop
+    // reason in its log.
+    let log = std::fs::read_to_string(home.join(".cline/data/logs/cline.log")).unwrap();
+    assert!(
+        log.contains(r#"loop brake: tool \"run_commands\" called 3 times in a row"#),
+        "the task was stopped with loopbrake's text"
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn cline_a_command_whose_output_changes_is_not_stopped() {
+    let dir = tmpdir("hosts", "cline-progress");
+    // Four, past loopbrake's streak limit of 3: Cline's own guard stops the task at the
+    // 5th identical call whatever it returns.
+    let mock = start_mock(&dir, GROWING, 4);
+    let home = setup_cline(&dir, "", &mock);
+    let out = run_cline(&dir, &home);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 4, "every call ran: {results:#?}");
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            r.contains(&format!(r#""result":"{}\n"#, i + 1)),
+            "call {} ran: {r}",
+            i + 1
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(r#""finishReason":"completed""#), "{stdout}");
+}

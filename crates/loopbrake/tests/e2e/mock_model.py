@@ -28,7 +28,7 @@ MAX_CALLS = int(sys.argv[4]) if len(sys.argv) > 4 else 10
 TOOL = sys.argv[5] if len(sys.argv) > 5 else "Bash"
 DENIAL_MARKERS = ("loop brake:", "REPEAT_TOOL_BLOCKED")
 # Each host's shell tool, as the host names it in the tools it offers.
-SHELL_TOOLS = ("bash", "run_shell_command", "execute_command", "Execute", "shell", "Bash")
+SHELL_TOOLS = ("bash", "run_shell_command", "run_commands", "Execute", "shell", "Bash")
 
 
 def command(n):
@@ -212,6 +212,8 @@ def shell_args(tool, cmd):
     for name in props:
         if name in ("command", "cmd"):
             args[name] = cmd
+        elif name == "commands":  # Cline's run_commands: a list of commands
+            args[name] = [cmd]
     for name in params.get("required") or []:
         if name in args:
             continue
