@@ -652,6 +652,10 @@ pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
             })
             .or_else(|| loopbrake_import::codex::exit_code_in_text(&text));
     }
+    if dialect == Dialect::Factory {
+        // Factory Droid's Execute ends its result with `[Process exited with code N]`.
+        o.exit_code = loopbrake_import::codex::exit_code_in_text(&text);
+    }
     o.text = Some(text);
     o
 }

@@ -1,11 +1,9 @@
 //! Contract tests for the second round of hosts: payloads in, the exact stdout out.
 //!
 //! Cursor has no CLI in a package registry, so its payloads here are the ones Cursor
-//! documents for `.cursor/hooks.json` (cursor.com/docs/agent/hooks). Factory Droid's are the
-//! shapes its 0.225.2 binary builds (`session_id, transcript_path, cwd, permission_mode,
-//! hook_event_name, tool_name, tool_input[, tool_response]`; no call id), read from its
-//! bundle: it needs a Factory login to run. GitHub Copilot CLI's, Qwen Code's and Cline's
-//! are the ones their real programs sent in the end-to-end tests (`hosts_e2e.rs`).
+//! documents for `.cursor/hooks.json` (cursor.com/docs/agent/hooks). GitHub Copilot CLI's,
+//! Qwen Code's, Cline's and Factory Droid's are the ones their real programs sent in the
+//! end-to-end tests (`hosts_e2e.rs`).
 
 use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
@@ -291,7 +289,7 @@ fn factory(event: &str, command: &str, risk_reason: &str) -> Value {
         "tool_input": {"command": command, "riskLevel": "low", "riskLevelReason": risk_reason}
     });
     if event == "PostToolUse" {
-        p["tool_response"] = json!("ok\n");
+        p["tool_response"] = json!("ok\n\n\n[Process exited with code 0]");
     }
     p
 }
@@ -336,6 +334,16 @@ fn factory_droid_is_served_by_claude_codes_dialect_and_its_decoys_do_not_hide_a_
         .as_str()
         .unwrap()
         .starts_with(r#"loop brake: tool "Execute" called 3 times in a row"#));
+    let o = outcome_of(
+        Dialect::Factory,
+        "PostToolUse",
+        &factory("PostToolUse", "make", ""),
+    );
+    assert_eq!(
+        o.exit_code,
+        Some(0),
+        "from Execute's `[Process exited with code N]`"
+    );
 }
 
 // --- GitHub Copilot CLI ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! End to end with more real agent programs from npm, run headless against the scripted
 //! stand-in model on 127.0.0.1 (`tests/e2e/mock_model.py`, here over the OpenAI Chat
 //! Completions API) with `loopbrake hook` installed by `loopbrake init`: GitHub Copilot CLI
-//! 1.0.102, Qwen Code 0.24.4 and Cline 3.0.65. Each test asserts on what the model was
+//! 1.0.102, Qwen Code 0.24.4, Cline 3.0.65 and Factory Droid 0.225.2. Each test asserts on what the model was
 //! shown (its next request) or, for Cline, whose hook files can only stop the whole task,
 //! on what the task reported and what ran.
 //!
@@ -356,4 +356,117 @@ fn cline_a_command_whose_output_changes_is_not_stopped() {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(r#""finishReason":"completed""#), "{stdout}");
+}
+
+// --- Factory Droid ------------------------------------------------------------------------
+
+fn droid_bin() -> PathBuf {
+    npm_file(
+        "@factory/cli-linux-x64/bin/droid",
+        "@factory/cli-linux-x64@0.225.2",
+    )
+}
+
+/// A home whose Factory settings name the stand-in model as a custom (BYOK) model, so
+/// `droid exec` runs without a Factory login; `loopbrake init factory` writes
+/// `~/.factory/hooks.json`.
+fn setup_factory(dir: &Path, toml: &str, mock: &Mock) -> PathBuf {
+    write_config(dir, toml);
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".factory")).unwrap();
+    std::fs::write(
+        home.join(".factory/settings.json"),
+        serde_json::json!({"customModels": [{
+            "model": "mock-model", "displayName": "Mock",
+            "baseUrl": format!("http://127.0.0.1:{}/v1", mock.port), "apiKey": "x",
+            "provider": "generic-chat-completion-api", "maxOutputTokens": 1000}]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = loopbrake(dir)
+        .args(["init", "factory"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    home
+}
+
+fn run_factory(dir: &Path, home: &Path) -> Output {
+    let mut c = Command::new(droid_bin());
+    c.current_dir(dir.join("work")).env("HOME", home).args([
+        "exec",
+        "-m",
+        "custom:mock-model",
+        "--auto",
+        "high",
+        "run the command",
+    ]);
+    with_loopbrake_env(&mut c, dir);
+    output_with_deadline(c, 240)
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn factory_droid_repeating_one_command_is_stopped_at_the_third() {
+    let dir = tmpdir("hosts", "factory-repeat");
+    let mock = start_mock(&dir, "echo loopbrake-droid", 8);
+    let home = setup_factory(&dir, "", &mock);
+    let out = run_factory(&dir, &home);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(
+        results.len(),
+        3,
+        "two ran, the third was refused: {results:#?}"
+    );
+    assert!(results[0].starts_with("loopbrake-droid") && results[1].starts_with("loopbrake-droid"));
+    assert!(
+        results[2].starts_with(r#"Error: loop brake: tool "Execute" called 3 times in a row"#),
+        "the model read loopbrake's refusal: {}",
+        results[2]
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn factory_droid_a_command_whose_output_changes_is_not_stopped() {
+    let dir = tmpdir("hosts", "factory-progress");
+    let mock = start_mock(&dir, GROWING, 5);
+    let home = setup_factory(&dir, "", &mock);
+    let out = run_factory(&dir, &home);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 5, "every call ran: {results:#?}");
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            r.starts_with(&format!("{}\n", i + 1)),
+            "call {} ran: {r}",
+            i + 1
+        );
+    }
+}
+
+/// Factory Droid 0.225.2 runs no hook after a call that failed (no `PostToolUse`, and it
+/// has no `PostToolUseFailure`): loopbrake never learns a failure, so the failure track
+/// cannot advise or stop on Factory. A repeated identical failing call is still refused
+/// at the third (a call without an outcome counts as the same again).
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn factory_droid_reports_no_failure_to_hooks_but_a_repeated_failing_call_is_stopped() {
+    let dir = tmpdir("hosts", "factory-failing");
+    let mock = start_mock(&dir, "ls /nonexistent-loopbrake-dir", 8);
+    let home = setup_factory(&dir, "", &mock);
+    let out = run_factory(&dir, &home);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 3, "{results:#?}");
+    for r in &results[..2] {
+        assert!(r.contains("[Process exited with code 2]"), "{r}");
+    }
+    assert!(
+        results[2].starts_with(r#"Error: loop brake: tool "Execute" called 3 times in a row"#),
+        "{}",
+        results[2]
+    );
 }

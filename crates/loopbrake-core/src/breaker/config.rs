@@ -244,10 +244,11 @@ const DECOYS_QWEN_SHELL: &[&str] = &[
     "justification",
     "is_background",
 ];
-/// Factory Droid's `Execute`: the model's own risk rating of the command, its words for
-/// it, a timeout and running it in the background.
+/// Factory Droid's `Execute`: the model's summary of the command, its own risk rating and
+/// its words for it, a timeout and running it in the background.
 const DECOYS_EXECUTE: &[&str] = &[
     "description",
+    "summary",
     "timeout",
     "riskLevel",
     "riskLevelReason",
