@@ -470,3 +470,45 @@ fn factory_droid_reports_no_failure_to_hooks_but_a_repeated_failing_call_is_stop
         results[2]
     );
 }
+
+/// The breaker's gate at 2 with the streak out of the way: the second identical call is
+/// an ask. Headless, nobody can answer.
+const ASKS_AT_SECOND: &str = "[streak]\nmax_repeats = 10\n[breaker.limits]\nexact = 2\ncmd = 2\n";
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn copilot_cli_an_ask_in_prompt_mode_is_refused_and_the_model_reads_why() {
+    let dir = tmpdir("hosts", "copilot-ask");
+    let home = setup_copilot(&dir, ASKS_AT_SECOND);
+    let mock = start_mock(&dir, "echo loopbrake-copilot", 2);
+    let out = run_copilot(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(
+        results[1].starts_with("Denied by preToolUse hook (unable to ask user for confirmation): repeat-tool-breaker: this call is about to be blocked as a repeat"),
+        "{}",
+        results[1]
+    );
+}
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn qwen_code_an_ask_headless_is_not_run_and_the_model_reads_why() {
+    let dir = tmpdir("hosts", "qwen-ask");
+    let home = setup_qwen(&dir, ASKS_AT_SECOND);
+    let mock = start_mock(&dir, "echo loopbrake-qwen", 2);
+    let out = run_qwen(&dir, &home, &mock);
+    assert_success(&out);
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(
+        results[1].starts_with("repeat-tool-breaker: this call is about to be blocked as a repeat"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        !results[1].contains("Output: loopbrake-qwen"),
+        "it did not run"
+    );
+}
