@@ -512,3 +512,43 @@ fn qwen_code_an_ask_headless_is_not_run_and_the_model_reads_why() {
         "it did not run"
     );
 }
+
+#[test]
+#[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
+fn copilot_cli_project_hooks_in_a_trusted_folder_stop_the_third_call() {
+    let dir = tmpdir("hosts", "copilot-project");
+    write_config(&dir, "");
+    std::fs::create_dir_all(dir.join("work/.git")).unwrap();
+    let out = loopbrake(&dir)
+        .current_dir(dir.join("work"))
+        .args(["init", "copilot", "--project"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(dir.join("work/.github/hooks/loopbrake.json").exists());
+    let home = dir.join("copilot-home");
+    let mock = start_mock(&dir, "echo loopbrake-copilot", 8);
+    let mut c = Command::new(copilot_bin());
+    c.current_dir(dir.join("work"))
+        .env("HOME", dir.join("home"))
+        .env("XDG_CACHE_HOME", node_modules().join("../.cache"))
+        .env("COPILOT_HOME", &home)
+        .env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", mock.port),
+        )
+        .env("COPILOT_MODEL", "gpt-4.1")
+        .args([
+            "-p",
+            "run the command",
+            "--allow-all-tools",
+            "--trust-folder",
+        ]);
+    with_loopbrake_env(&mut c, &dir);
+    assert_success(&output_with_deadline(c, 240));
+    let results = chat_tool_results(&requests(&mock));
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert!(results[2].contains("loop brake: tool \"bash\" called 3 times in a row"));
+}
