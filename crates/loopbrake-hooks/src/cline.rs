@@ -69,6 +69,7 @@ fn call<'p>(p: &'p Value, field: &str) -> Result<HostCall<'p>, PayloadError> {
         id: str_field(c, "id"),
         tool: str_field(c, "name").unwrap_or(""),
         args: args_of(c.get("input")),
+        alt_ids: Vec::new(),
     })
 }
 

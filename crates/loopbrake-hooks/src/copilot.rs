@@ -58,6 +58,7 @@ fn call(p: &Value) -> Result<HostCall<'_>, PayloadError> {
         id: None,
         tool: str_field(p, "toolName").unwrap_or(""),
         args: args_of(p.get("toolArgs")),
+        alt_ids: Vec::new(),
     })
 }
 

@@ -78,6 +78,7 @@ fn call<'p>(event: &str, p: &'p Value) -> Result<HostCall<'p>, PayloadError> {
             id: None,
             tool: SHELL,
             args: std::borrow::Cow::Owned(json!({ "command": command })),
+            alt_ids: Vec::new(),
         });
     }
     Ok(HostCall {
@@ -85,6 +86,7 @@ fn call<'p>(event: &str, p: &'p Value) -> Result<HostCall<'p>, PayloadError> {
         id: str_field(p, "tool_use_id"),
         tool: str_field(p, "tool_name").unwrap_or(""),
         args: args_of(p.get("tool_input")),
+        alt_ids: Vec::new(),
     })
 }
 

@@ -27,7 +27,8 @@
 //! whole task). Qwen Code and Factory Droid speak Claude Code's dialect: Qwen Code reports
 //! a tool's result as `{llmContent, returnDisplay}` (Gemini CLI's shape) and sends
 //! `UserPromptSubmit` with an empty prompt between its own turns (not a human message);
-//! Factory Droid's payloads are Claude Code's.
+//! Factory Droid's payloads are Claude Code's, without call ids or any event after a failed
+//! call: both are read from its transcript (`factory.rs`).
 //!
 //! Session key: `session_id`, plus `#agent:<agent_id>` when a sub-agent calls.
 //! When loopbrake itself fails, the hook never blocks by accident: no output (the host's
@@ -38,6 +39,7 @@
 pub mod cline;
 pub mod copilot;
 pub mod cursor;
+mod factory;
 pub mod init;
 
 use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
@@ -348,12 +350,19 @@ pub(crate) struct HostCall<'p> {
     pub(crate) id: Option<&'p str>,
     pub(crate) tool: &'p str,
     pub(crate) args: std::borrow::Cow<'p, Value>,
+    /// Without `id`: ids the host's own records give this call, most likely first (Factory
+    /// Droid's transcript); the first (pre) or the first still open (post) is used.
+    pub(crate) alt_ids: Vec<String>,
 }
 
 impl HostCall<'_> {
     /// The call id of a pre event: the host's, else a fresh derived one.
     fn pre_id(&self) -> String {
-        match self.id.filter(|i| !i.is_empty()) {
+        match self
+            .id
+            .filter(|i| !i.is_empty())
+            .or(self.alt_ids.first().map(String::as_str))
+        {
             Some(id) => id.to_string(),
             None => {
                 let nanos = std::time::SystemTime::now()
@@ -374,6 +383,13 @@ impl HostCall<'_> {
         match self.id.filter(|i| !i.is_empty()) {
             Some(id) => id.to_string(),
             None => {
+                if let Some(id) = self
+                    .alt_ids
+                    .iter()
+                    .find(|a| st.open_call_ids().any(|o| o == a.as_str()))
+                {
+                    return id.clone();
+                }
                 let prefix = derived_prefix(self.tool, &self.args);
                 st.open_call_ids()
                     .find(|id| id.starts_with(&prefix))
@@ -467,8 +483,8 @@ fn dispatch(
         Dialect::Cline => return cline::dispatch(event, p, &sessions),
         Dialect::Gemini => {
             return match event {
-                "BeforeTool" => pre_tool_use(dialect, event, p, &sessions),
-                "AfterTool" => post_tool_use(dialect, event, p, &sessions),
+                "BeforeTool" => pre_tool_use(dialect, event, p, &sessions, None),
+                "AfterTool" => post_tool_use(dialect, event, p, &sessions, None),
                 "BeforeAgent" => {
                     sessions.user_message(&session_key(p)?)?;
                     Ok(None)
@@ -486,9 +502,21 @@ fn dispatch(
         }
         _ => {}
     }
+    // Factory Droid: call ids and unreported failures from its transcript.
+    let transcript = (dialect == Dialect::Factory)
+        .then(|| factory::Transcript::of(p))
+        .flatten();
+    if let Some(t) = &transcript {
+        if matches!(event, "PreToolUse" | "Stop" | "SubagentStop") {
+            settle_from_transcript(p, t, &sessions, store)?;
+        }
+    }
+    let transcript = transcript.as_ref();
     match event {
-        "PreToolUse" => pre_tool_use(dialect, event, p, &sessions),
-        "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, &sessions),
+        "PreToolUse" => pre_tool_use(dialect, event, p, &sessions, transcript),
+        "PostToolUse" | "PostToolUseFailure" => {
+            post_tool_use(dialect, event, p, &sessions, transcript)
+        }
         // Qwen Code also sends UserPromptSubmit, with an empty prompt, when it continues its
         // own turn after a batch of tool results: not a human message.
         "UserPromptSubmit"
@@ -516,6 +544,31 @@ fn dispatch(
     }
 }
 
+/// Records the outcomes a host's transcript holds for the session's open calls: Factory
+/// Droid runs no hook after a call that failed.
+fn settle_from_transcript<S: Store + ?Sized>(
+    p: &Value,
+    t: &factory::Transcript,
+    sessions: &Sessions<'_, S>,
+    store: &dyn Store,
+) -> Result<(), HookError<'static>> {
+    let key = session_key(p)?;
+    let Some(st) = store.get(&key).map_err(SessionError::from)? else {
+        return Ok(());
+    };
+    let found: Vec<(String, Outcome)> = st
+        .open_call_ids()
+        .filter_map(|id| t.outcome(id).map(|o| (id.to_string(), o)))
+        .collect();
+    for (id, outcome) in found {
+        match sessions.post_ran(&key, |_| id.clone(), &outcome) {
+            Ok(_) | Err(SessionError::Engine(EngineError::UnknownCall(_))) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// Claude Code's `PreToolUse` (and the dialects that share it, and Gemini CLI's
 /// `BeforeTool`).
 fn pre_tool_use<S: Store + ?Sized>(
@@ -523,13 +576,18 @@ fn pre_tool_use<S: Store + ?Sized>(
     event: &str,
     p: &Value,
     sessions: &Sessions<'_, S>,
+    transcript: Option<&factory::Transcript>,
 ) -> Result<Option<String>, HookError<'static>> {
-    let call = HostCall {
+    let mut call = HostCall {
         key: session_key(p)?,
         id: str_field(p, "tool_use_id"),
         tool: str_field(p, "tool_name").ok_or(PayloadError::NoToolName)?,
         args: args_of(p.get("tool_input")),
+        alt_ids: Vec::new(),
     };
+    if let Some(t) = transcript {
+        call.alt_ids.extend(t.pending_id(call.tool, &call.args));
+    }
     Ok(match judge(sessions, &call)? {
         Judged::Allow => None,
         Judged::Advise(text) => Some(context_output(dialect, event, &text)),
@@ -710,13 +768,18 @@ fn post_tool_use<S: Store + ?Sized>(
     event: &str,
     p: &Value,
     sessions: &Sessions<'_, S>,
+    transcript: Option<&factory::Transcript>,
 ) -> Result<Option<String>, HookError<'static>> {
-    let call = HostCall {
+    let mut call = HostCall {
         key: session_key(p)?,
         id: str_field(p, "tool_use_id"),
         tool: str_field(p, "tool_name").unwrap_or(""),
         args: args_of(p.get("tool_input")),
+        alt_ids: Vec::new(),
     };
+    if let Some(t) = transcript {
+        call.alt_ids = t.ids_of(call.tool, &call.args);
+    }
     let outcome = outcome_of(dialect, event, p);
     Ok(record(sessions, &call, &outcome)?.map(|text| context_output(dialect, event, &text)))
 }

@@ -448,26 +448,29 @@ fn factory_droid_a_command_whose_output_changes_is_not_stopped() {
 }
 
 /// Factory Droid 0.225.2 runs no hook after a call that failed (no `PostToolUse`, and it
-/// has no `PostToolUseFailure`): loopbrake never learns a failure, so the failure track
-/// cannot advise or stop on Factory. A repeated identical failing call is still refused
-/// at the third (a call without an outcome counts as the same again).
+/// has no `PostToolUseFailure`): loopbrake reads the failures from its transcript.
 #[test]
 #[ignore = "needs the agent CLIs from npm: run ./scripts/test"]
-fn factory_droid_reports_no_failure_to_hooks_but_a_repeated_failing_call_is_stopped() {
+fn factory_droid_repeating_a_failing_command_is_advised_then_stopped() {
     let dir = tmpdir("hosts", "factory-failing");
-    let mock = start_mock(&dir, "ls /nonexistent-loopbrake-dir", 8);
-    let home = setup_factory(&dir, "", &mock);
+    let mock = start_mock(
+        &dir,
+        "curl -sSf --max-time {n} http://127.0.0.1:{port}/missing",
+        10,
+    );
+    let home = setup_factory(&dir, "[breaker]\non_limit = \"deny\"\n", &mock);
     let out = run_factory(&dir, &home);
     assert_success(&out);
-    let results = chat_tool_results(&requests(&mock));
-    assert_eq!(results.len(), 3, "{results:#?}");
-    for r in &results[..2] {
-        assert!(r.contains("[Process exited with code 2]"), "{r}");
+    let reqs = requests(&mock);
+    let results = chat_tool_results(&reqs);
+    assert_eq!(results.len(), 6, "{results:#?}");
+    for r in &results[..5] {
+        assert!(r.contains("[Process exited with code 22]"), "{r}");
     }
     assert!(
-        results[2].starts_with(r#"Error: loop brake: tool "Execute" called 3 times in a row"#),
+        results[5].starts_with("Error: REPEAT_TOOL_BLOCKED: Execute (consecutive failures)"),
         "{}",
-        results[2]
+        results[5]
     );
 }
 
