@@ -586,14 +586,15 @@ fn cline_a_denial_cancels_the_task_and_an_ask_does_too_saying_why() {
 
 #[test]
 fn cline_advisories_are_context_modifications() {
-    // `run_commands` is not a shell tool to the breaker (its `commands` list is not one
-    // command line): its failures count by the exact call, so the streak steps aside here.
-    let e = engine("[streak]\nmax_repeats = 10\n");
+    // `run_commands` is a shell tool: its `commands` are read as command lines, so three
+    // failures of `make` count together although the calls differ.
+    let e = engine("");
     let s = MemoryStore::new();
     let mut advised = None;
     for i in 1..=3 {
         let id = format!("f{i}");
-        let call = json!({"id": id, "name": "run_commands", "input": {"commands": ["make"]}});
+        let call =
+            json!({"id": id, "name": "run_commands", "input": {"commands": ["make"], "n": i}});
         run(
             Dialect::Cline,
             &e,

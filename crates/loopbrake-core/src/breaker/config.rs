@@ -80,8 +80,9 @@ impl Default for ToolClasses {
                 "exec_command",
                 "Execute",
                 "Shell",
+                "run_commands",
             ]),
-            shell_command_args: strings(&["command", "cmd"]),
+            shell_command_args: strings(&["command", "cmd", "commands"]),
             url: Vec::new(),
             url_re: LazyPattern::default(),
             url_pattern,
@@ -129,22 +130,31 @@ impl ToolClasses {
         if !self.is_shell(tool) {
             return false;
         }
+        self.command_line(args)
+            .is_some_and(|script| super::mutation::shell_writes(&script))
+    }
+
+    /// The command line of a shell tool's arguments: the first configured argument that is
+    /// a string, or a list of strings: an argv array (`["bash", "-lc", "…"]`) is reduced to
+    /// its script, or joined with spaces; a `commands` list (Cline's `run_commands`: one
+    /// complete command per item) is joined line by line.
+    pub fn command_line(&self, args: &serde_json::Value) -> Option<String> {
+        use serde_json::Value;
         self.shell_command_args
             .iter()
-            .find_map(|k| args.get(k))
-            .is_some_and(|v| match v {
-                serde_json::Value::String(s) => super::mutation::shell_writes(s),
-                serde_json::Value::Array(items) => {
-                    let words: Vec<&str> = items.iter().filter_map(|w| w.as_str()).collect();
-                    let script = match words.as_slice() {
-                        [_, flag, script, ..] if matches!(*flag, "-c" | "-lc" | "-ic") => {
-                            script.to_string()
-                        }
-                        _ => words.join(" "),
-                    };
-                    super::mutation::shell_writes(&script)
+            .find_map(|key| match args.get(key) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                    let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                    Some(if key == "commands" {
+                        words.join("\n")
+                    } else if words.len() >= 3 && matches!(words[1], "-c" | "-lc" | "-ic") {
+                        words[2..].join(" ")
+                    } else {
+                        words.join(" ")
+                    })
                 }
-                _ => false,
+                _ => None,
             })
     }
 
