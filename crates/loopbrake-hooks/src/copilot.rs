@@ -100,6 +100,7 @@ pub(crate) fn dispatch<S: Store + ?Sized>(
             sessions.end(&key(p)?)?;
             Ok(None)
         }
+        "" => Err(PayloadError::NoEvent.into()),
         _ => Ok(None),
     }
 }

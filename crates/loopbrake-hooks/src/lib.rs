@@ -151,6 +151,10 @@ pub enum PayloadError {
     /// A `PreToolUse` payload names no tool.
     #[error("PreToolUse without tool_name")]
     NoToolName,
+    /// The payload does not name its event, and no event was given on the command line
+    /// (GitHub Copilot CLI's hooks).
+    #[error("the payload does not name its event: give it on the command line (`loopbrake hook copilot preToolUse`), as `loopbrake init copilot` does")]
+    NoEvent,
 }
 
 /// Why this invocation has no store to judge with; the failure policy
