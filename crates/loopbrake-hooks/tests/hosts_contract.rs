@@ -395,15 +395,18 @@ fn copilot_without_its_event_on_the_command_line_nothing_is_judged_and_fail_clos
 {
     let e = engine("");
     let s = MemoryStore::new();
-    // Its payloads do not name their event: a hook installed without one does nothing.
-    assert_eq!(
-        run(
-            Dialect::Copilot,
-            &e,
-            &s,
-            &copilot_pre(json!({"command": "ls"}))
-        ),
-        None
+    // Its payloads do not name their event: a hook installed without one judges nothing,
+    // and says why.
+    let r = handle(
+        Dialect::Copilot,
+        copilot_pre(json!({"command": "ls"})).to_string().as_bytes(),
+        &ctx(&e, &s),
+    );
+    assert_eq!(r.stdout, None);
+    assert!(
+        r.warnings[0].contains("give it on the command line"),
+        "{:?}",
+        r.warnings
     );
     let broken = Unavailable::PayloadUnread;
     let closed = Context {
