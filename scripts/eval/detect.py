@@ -126,6 +126,7 @@ def measure(order, runs, labels, answers):
         lab = labels.get(s, {})
         is_stuck = stuck(runs[s], lab)
         last = {}
+        repeats = defaultdict(int)
         first = None
         harmful = 0
         stops = []
@@ -137,8 +138,13 @@ def measure(order, runs, labels, answers):
             stopped = d.get("verdict") in ("deny", "ask")
             if waste:
                 T["waste"] += 1
+                repeats[k] += 1
                 if is_stuck:
                     T["stuck_waste"] += 1
+                    # The first time an identity comes back the same, nothing before the
+                    # call says it will: only the waste after it is knowable.
+                    if repeats[k] == 1:
+                        T["stuck_waste_first"] += 1
             if stopped:
                 T["stops"] += 1
                 first = first or n
@@ -151,6 +157,8 @@ def measure(order, runs, labels, answers):
                     T["waste_stopped"] += 1
                     if is_stuck:
                         T["stuck_waste_stopped"] += 1
+                        if repeats[k] > 1:
+                            T["stuck_knowable_stopped"] += 1
             if text is not None:
                 last[k] = text
         T["runs"] += 1
@@ -208,6 +216,11 @@ def main():
     print(f"waste stopped in stuck runs: {T.get('stuck_waste_stopped', 0)} of "
           f"{T.get('stuck_waste', 0)} ({pct:.0f}%); waste stopped in all runs: "
           f"{T.get('waste_stopped', 0)} of {T.get('waste', 0)}")
+    knowable = T.get("stuck_waste", 0) - T.get("stuck_waste_first", 0)
+    print(f"knowable waste in stuck runs (after the first repeat of its call): "
+          f"{T.get('stuck_knowable_stopped', 0)} of {knowable} stopped "
+          f"({100 * T.get('stuck_knowable_stopped', 0) / max(1, knowable):.0f}%); "
+          f"first repeats: {T.get('stuck_waste_first', 0)}")
 
 
 if __name__ == "__main__":

@@ -197,6 +197,33 @@ impl NativeEngine {
         })
     }
 
+    /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
+    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it: `{"output":
+    /// <the hook's JSON output, or null for no opinion>, "warnings": [...]}`. With
+    /// `fail_closed`, a `PreToolUse` loopbrake cannot judge (a payload it cannot read) is
+    /// denied, saying why; otherwise it is let through with a warning.
+    #[napi]
+    pub fn claude_hook(&self, payload_json: String, fail_closed: bool) -> Result<String> {
+        guarded(|| {
+            let ctx = loopbrake_hooks::Context {
+                engine: &self.engine,
+                store: Ok(&self.store),
+                fail_closed,
+            };
+            let reply = loopbrake_hooks::handle(
+                loopbrake_hooks::Dialect::Claude,
+                payload_json.as_bytes(),
+                &ctx,
+            );
+            let output = match reply.stdout.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Err(invalid(format!("loopbrake: internal error: {e}"))),
+                None => Value::Null,
+            };
+            Ok(json!({"output": output, "warnings": reply.warnings}).to_string())
+        })
+    }
+
     /// A real human message: the session starts afresh.
     #[napi]
     pub fn user_message(&self, session: String) -> Result<()> {
@@ -253,25 +280,6 @@ pub struct NativeFetcher {
     inner: std::sync::Arc<loopbrake_fetch::Fetcher>,
 }
 
-/// A JSON value as TOML, for the `[fetch]` table's own validation.
-fn to_toml(v: &Value) -> Option<toml::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(items) => toml::Value::Array(items.iter().filter_map(to_toml).collect()),
-        Value::Object(m) => toml::Value::Table(
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), to_toml(x)?)))
-                .collect(),
-        ),
-    })
-}
-
 #[napi]
 impl NativeFetcher {
     /// A fetcher writing under `root`, with the `[fetch]` settings as JSON (snake_case;
@@ -280,7 +288,7 @@ impl NativeFetcher {
     pub fn new(root: String, settings_json: String) -> Result<Self> {
         guarded(|| {
             let doc = parse(&settings_json, "the fetch settings")?;
-            let table = to_toml(&doc);
+            let table = loopbrake_config::toml_of_json(&doc);
             let settings =
                 loopbrake_fetch::fetch_table(table.as_ref()).map_err(|e| config_error(&e))?;
             let fetcher = loopbrake_fetch::Fetcher::new(settings, std::path::Path::new(&root))

@@ -21,7 +21,7 @@ test('the packed tarball installs into a fresh project and both entry points wor
   try {
     const [packed] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', dir], pkg))
     const files = packed.files.map((f) => f.path)
-    for (const f of ['package.json', 'README.md', 'index.js', 'loop-brake.js', 'breaker.js', 'lib/native.js', 'native.cjs', 'native.d.ts', addon]) {
+    for (const f of ['package.json', 'README.md', 'index.js', 'loop-brake.js', 'breaker.js', 'claude-agent-sdk.js', 'opencode.js', 'lib/native.js', 'lib/config.js', 'native.cjs', 'native.d.ts', addon]) {
       assert.ok(files.includes(f), `${f} is in the tarball: ${files.join(', ')}`)
     }
     const app = join(dir, 'app')

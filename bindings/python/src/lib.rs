@@ -264,25 +264,6 @@ fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
-/// A JSON value as TOML, for the configuration loader (`null` reads as absent).
-fn to_toml(v: &Value) -> Option<toml::Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(items) => toml::Value::Array(items.iter().filter_map(to_toml).collect()),
-        Value::Object(m) => toml::Value::Table(
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), to_toml(x)?)))
-                .collect(),
-        ),
-    })
-}
-
 // ---------------------------------------------------------------------------------------
 // What crosses back
 
@@ -609,7 +590,8 @@ impl NativeBrake {
                 None => settings::parse("", &no_env).map_err(|e| config_error(py, "", &e))?,
                 Some(c) if c.is_instance_of::<PyDict>() => {
                     let doc = json_of(c, "the configuration")?;
-                    let Some(toml::Value::Table(table)) = to_toml(&doc) else {
+                    let Some(toml::Value::Table(table)) = loopbrake_config::toml_of_json(&doc)
+                    else {
                         unreachable!("a dict is a JSON object")
                     };
                     settings::from_table(&table, &no_env)
@@ -759,6 +741,32 @@ impl NativeBrake {
                     Err(PyValueError::new_err(format!("loopbrake: {e}")))
                 }
             }
+        })
+    }
+
+    /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
+    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it, over
+    /// this brake's engines, store and failure policy: `(output, warnings)`, where `output`
+    /// is the hook's JSON output as text, or `None` for no opinion.
+    fn claude_hook(
+        &self,
+        py: Python<'_>,
+        payload_json: &str,
+    ) -> PyResult<(Option<String>, Vec<String>)> {
+        guarded(py, || {
+            let reply = py.detach(|| {
+                let ctx = loopbrake_hooks::Context {
+                    engine: &self.engine,
+                    store: Ok(&*self.store),
+                    fail_closed: self.fail_closed,
+                };
+                loopbrake_hooks::handle(
+                    loopbrake_hooks::Dialect::Claude,
+                    payload_json.as_bytes(),
+                    &ctx,
+                )
+            });
+            Ok((reply.stdout, reply.warnings))
         })
     }
 

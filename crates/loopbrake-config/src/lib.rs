@@ -168,6 +168,34 @@ pub fn key_parts(dotted: &str) -> Vec<String> {
     parts
 }
 
+/// A JSON document as TOML, for hosts that hand the configuration over as data (the Node
+/// and Python packages): `null` reads as absent (TOML has none), and every table is then
+/// validated by the same code as a file's.
+///
+/// ```
+/// let v = serde_json::json!({"streak": {"max_repeats": 4, "progress": null}});
+/// let t = loopbrake_config::toml_of_json(&v).unwrap();
+/// assert_eq!(t["streak"]["max_repeats"].as_integer(), Some(4));
+/// assert!(t["streak"].get("progress").is_none());
+/// ```
+pub fn toml_of_json(v: &Value) -> Option<toml::Value> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => toml::Value::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        Value::String(s) => toml::Value::String(s.clone()),
+        Value::Array(items) => toml::Value::Array(items.iter().filter_map(toml_of_json).collect()),
+        Value::Object(m) => toml::Value::Table(
+            m.iter()
+                .filter_map(|(k, x)| Some((k.clone(), toml_of_json(x)?)))
+                .collect(),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -290,7 +290,10 @@ fn user_colon_password(s: &str) -> bool {
 
 struct Compiled {
     key_needles: AhoCorasick,
-    anchors: AhoCorasick,
+    /// Every anchor (pattern `i` wakes row `anchor_row[i]`), then every key needle, all
+    /// reported (overlapping): the one scan that tells which shapes can match and whether
+    /// any key name can.
+    any: AhoCorasick,
     /// For each anchor, the row of [`SHAPES`] it wakes.
     anchor_row: Vec<usize>,
     shapes: Vec<Regex>,
@@ -313,9 +316,15 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
             anchor_row.push(row);
         }
     }
+    let mut all = anchors;
+    all.extend_from_slice(KEY_NEEDLES);
     Compiled {
         key_needles: ac(KEY_NEEDLES.to_vec()),
-        anchors: ac(anchors),
+        any: AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(all)
+            .expect("constant needles"),
         anchor_row,
         shapes: SHAPES
             .iter()
@@ -340,11 +349,16 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
 /// ```
 pub fn redact(text: &str) -> Cow<'_, str> {
     let c = &*COMPILED;
-    // Which shapes can match, in one scan (redaction only adds markers, so what was
-    // absent stays absent).
+    // Which shapes can match, and whether any key name can, in one scan (redaction only
+    // adds markers, which hold no anchor or key name, so what was absent stays absent).
+    // Most text has neither: it is read once and returned as it is.
     let mut rows = 0u64;
-    for m in c.anchors.find_iter(text) {
-        rows |= 1 << c.anchor_row[m.pattern().as_usize()];
+    let mut keys = false;
+    for m in c.any.find_overlapping_iter(text) {
+        match c.anchor_row.get(m.pattern().as_usize()) {
+            Some(row) => rows |= 1 << row,
+            None => keys = true,
+        }
     }
     let mut out = Cow::Borrowed(text);
     for (row, shape) in SHAPES.iter().enumerate() {
@@ -352,7 +366,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             out = replace_shape(out, &c.shapes[row], shape.check);
         }
     }
-    redact_keys(out, &c.key_needles)
+    if keys {
+        redact_keys(out, &c.key_needles)
+    } else {
+        out
+    }
 }
 
 /// How far past a cut a secret is still recognised whole: [`redact_cut`] redacts this much
@@ -748,6 +766,18 @@ mod tests {
             );
         }
         assert!(SHAPES.len() <= 64, "the anchor mask is a u64");
+    }
+
+    #[test]
+    fn the_marker_wakes_nothing() {
+        // `redact` scans once, before replacing: a marker must never bring in an anchor
+        // or a key name that the scan did not see.
+        let c = &*COMPILED;
+        assert_eq!(c.any.find_overlapping_iter(MARKER).count(), 0);
+        assert_eq!(
+            c.any.find_overlapping_iter(&format!("a{MARKER}b")).count(),
+            0
+        );
     }
 
     #[test]

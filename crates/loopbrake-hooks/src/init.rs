@@ -284,6 +284,133 @@ pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String>
     Ok(changes)
 }
 
+/// opencode and Kilo Code (an opencode fork) load loopbrake as a plugin, named in the `plugin`
+/// list of their configuration (`opencode.json`, `kilo.json`): an entry is a module path or
+/// package (a string), or `[spec, options]`.
+pub mod plugin {
+    use super::Changes;
+    use serde_json::{json, Value};
+
+    fn spec_of(entry: &Value) -> Option<&str> {
+        match entry {
+            Value::String(s) => Some(s),
+            Value::Array(pair) => pair.first().and_then(Value::as_str),
+            _ => None,
+        }
+    }
+
+    fn list(settings: &mut Value) -> Result<&mut Vec<Value>, String> {
+        let root = settings
+            .as_object_mut()
+            .ok_or("the configuration file does not hold a JSON object")?;
+        root.entry("plugin")
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .ok_or_else(|| "\"plugin\" in the configuration file is not an array".to_string())
+    }
+
+    /// Adds loopbrake's plugin (`spec`, the Node package's folder) once. An entry of ours
+    /// (`is_ours` of its spec) naming another path is pointed at `spec`, its options kept.
+    pub fn install(
+        settings: &mut Value,
+        spec: &str,
+        is_ours: impl Fn(&str) -> bool,
+    ) -> Result<Changes, String> {
+        let mut changes = Changes::default();
+        let entries = list(settings)?;
+        match entries
+            .iter_mut()
+            .find(|e| spec_of(e).is_some_and(&is_ours))
+        {
+            Some(e) if spec_of(e) == Some(spec) => {}
+            Some(Value::Array(pair)) => {
+                pair[0] = json!(spec);
+                changes.events.push("plugin".into());
+            }
+            Some(e) => {
+                *e = json!(spec);
+                changes.events.push("plugin".into());
+            }
+            None => {
+                entries.push(json!(spec));
+                changes.events.push("plugin".into());
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Removes every entry of ours; a `plugin` list left empty goes too.
+    pub fn remove(settings: &mut Value, is_ours: impl Fn(&str) -> bool) -> Result<Changes, String> {
+        let mut changes = Changes::default();
+        let Some(root) = settings.as_object_mut() else {
+            return Err("the configuration file does not hold a JSON object".into());
+        };
+        let Some(entries) = root.get_mut("plugin") else {
+            return Ok(changes);
+        };
+        let entries = entries
+            .as_array_mut()
+            .ok_or("\"plugin\" in the configuration file is not an array")?;
+        let before = entries.len();
+        entries.retain(|e| !spec_of(e).is_some_and(&is_ours));
+        if entries.len() != before {
+            changes.events.push("plugin".into());
+        }
+        if entries.is_empty() {
+            root.remove("plugin");
+        }
+        Ok(changes)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn ours(spec: &str) -> bool {
+            spec.trim_start_matches("file://")
+                .trim_end_matches('/')
+                .ends_with("bindings/node")
+        }
+
+        #[test]
+        fn install_adds_once_repoints_a_moved_package_and_remove_undoes_it() {
+            let original = json!({"model": "mock/m", "plugin": ["opencode-wakatime"]});
+            let mut s = original.clone();
+            let c = install(&mut s, "/opt/loopbrake/bindings/node", ours).unwrap();
+            assert_eq!(c.events, ["plugin"]);
+            assert_eq!(
+                s["plugin"],
+                json!(["opencode-wakatime", "/opt/loopbrake/bindings/node"])
+            );
+            let again = s.clone();
+            assert!(install(&mut s, "/opt/loopbrake/bindings/node", ours)
+                .unwrap()
+                .is_empty());
+            assert_eq!(s, again);
+            // Options the user gave the plugin stay when the package moves.
+            let mut t = json!({"plugin": [["/old/bindings/node", {"failClosed": true}]]});
+            install(&mut t, "/new/bindings/node", ours).unwrap();
+            assert_eq!(
+                t["plugin"],
+                json!([["/new/bindings/node", {"failClosed": true}]])
+            );
+            assert_eq!(remove(&mut s, ours).unwrap().events, ["plugin"]);
+            assert_eq!(s, original);
+            let mut u = json!({"plugin": ["/a/bindings/node"], "theme": "x"});
+            remove(&mut u, ours).unwrap();
+            assert_eq!(u, json!({"theme": "x"}), "an emptied list goes");
+            assert!(remove(&mut u, ours).unwrap().is_empty());
+        }
+
+        #[test]
+        fn files_that_are_not_a_configuration_are_refused() {
+            assert!(install(&mut json!([]), "/x/bindings/node", ours).is_err());
+            assert!(install(&mut json!({"plugin": {}}), "/x/bindings/node", ours).is_err());
+            assert!(remove(&mut json!({"plugin": "x"}), ours).is_err());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

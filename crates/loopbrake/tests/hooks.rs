@@ -588,6 +588,109 @@ fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Cursor has no personal project file"));
 }
 
+/// `init opencode|kilo`: the Node package's folder in the `plugin` list of the user's or
+/// the project's configuration, next to the user's plugins and settings, with a first
+/// backup; `--remove` undoes it. The package must be loopbrake's, and built.
+#[test]
+fn init_opencode_and_kilo_name_the_node_package_as_a_plugin() {
+    let dir = tmpdir("hooks", "init-plugin");
+    // A built Node package, as `npm ci && npm run build` leaves it.
+    let pkg = dir.join("loopbrake/bindings/node");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("package.json"), r#"{"name": "loopbrake"}"#).unwrap();
+    std::fs::write(pkg.join("opencode.js"), "export default {}\n").unwrap();
+    let pkg_arg = pkg.display().to_string();
+    let init = |cwd: &Path, args: &[&str]| {
+        bin(&dir)
+            .current_dir(cwd)
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+
+    // Not built yet: refused, nothing written.
+    let out = init(&dir, &["opencode", "--plugin", &pkg_arg]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no native addon yet"));
+    std::fs::write(pkg.join("loopbrake.linux-x64-gnu.node"), "").unwrap();
+    // Without --plugin, or naming another folder: refused, saying what to pass.
+    let out = init(&dir, &["opencode"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--plugin /path/to/loopbrake/bindings/node")
+    );
+    let out = init(&dir, &["opencode", "--plugin", dir.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not loopbrake's Node package"));
+    assert!(!dir.join("xdg").exists(), "nothing written");
+    let out = init(&dir, &["claude", "--plugin", &pkg_arg]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--plugin is for opencode and kilo"));
+    let out = init(&dir, &["kilo", "--local", "--plugin", &pkg_arg]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kilo has no personal project file"));
+
+    // The user's configuration: kept, the plugin added once, a first backup, removed again.
+    let user = dir.join("xdg/opencode/opencode.json");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    let original = "{\n  \"theme\": \"dark\",\n  \"plugin\": [\"opencode-wakatime\"],\n  \"model\": \"anthropic/claude\"\n}\n";
+    std::fs::write(&user, original).unwrap();
+    let out = init(&dir, &["opencode", "--plugin", &pkg_arg]);
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!(
+        "Installed loopbrake's plugin into {}",
+        user.display()
+    )));
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        text.find("\"theme\"").unwrap() < text.find("\"plugin\"").unwrap()
+            && text.find("\"plugin\"").unwrap() < text.find("\"model\"").unwrap(),
+        "{text}"
+    );
+    let installed: Value = serde_json::from_str(&text).unwrap();
+    let real = std::fs::canonicalize(&pkg).unwrap().display().to_string();
+    assert_eq!(installed["plugin"], json!(["opencode-wakatime", real]));
+    assert!(String::from_utf8_lossy(
+        &init(
+            &dir,
+            &["opencode", "--plugin", &format!("{pkg_arg}/opencode.js")]
+        )
+        .stdout
+    )
+    .contains("nothing to change"));
+    assert_success(&init(&dir, &["opencode", "--remove"]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&user).unwrap()).unwrap(),
+        serde_json::from_str::<Value>(original).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("xdg/opencode/opencode.json.loopbrake-backup")).unwrap(),
+        original
+    );
+
+    // Kilo: its own user file, created from nothing.
+    assert_success(&init(&dir, &["kilo", "--plugin", &pkg_arg]));
+    let kilo: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("xdg/kilo/kilo.json")).unwrap())
+            .unwrap();
+    assert_eq!(kilo, json!({"plugin": [real]}));
+
+    // The project's file, at its root, from a subfolder.
+    let root = dir.join("proj");
+    let sub = root.join("src/deep");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(&sub).unwrap();
+    for host in ["opencode", "kilo"] {
+        let out = init(&sub, &[host, "--project", "--plugin", &pkg_arg]);
+        assert_success(&out);
+        let file = root.join(format!("{host}.json"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&file.display().to_string()));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(v["plugin"], json!([real]));
+        assert_success(&init(&sub, &[host, "--project", "--remove"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "{}");
+    }
+    assert!(!sub.join("opencode.json").exists());
+}
+
 #[test]
 fn sessions_lists_and_resets() {
     let dir = tmpdir("hooks", "sessions");

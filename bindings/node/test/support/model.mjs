@@ -1,13 +1,15 @@
-// A stand-in for the DeepSeek chat-completions endpoint (OpenAI-compatible, streamed):
-// its model asks for the same `bash` call CALLS times, then answers "done". Every request
-// is recorded, so a test sees exactly what the model was told (the `tool` messages).
+// A stand-in for an OpenAI-compatible chat-completions endpoint (DeepSeek's, a local
+// provider's; streamed): its model asks for the same `bash` call CALLS times, then answers
+// "done". Every request is recorded, so a test sees exactly what the model was told (the
+// `tool` messages). `{n}` in the command is the call's number (a cosmetic variation); with
+// `tool` and `args`, the model calls that tool with those arguments (`{n}` in their JSON too).
 import { createServer } from 'node:http'
 
 /**
- * @param {{calls?: number, command?: string}} [options]
+ * @param {{calls?: number, command?: string, tool?: string, args?: object}} [options]
  * @returns {Promise<{url: string, requests: any[], close(): Promise<void>}>}
  */
-export async function startModel({ calls = 3, command = 'echo loopbrake-e2e' } = {}) {
+export async function startModel({ calls = 3, command = 'echo loopbrake-e2e', tool = 'bash', args: toolArgs } = {}) {
   const requests = []
   const server = createServer((req, res) => {
     let body = ''
@@ -27,9 +29,9 @@ export async function startModel({ calls = 3, command = 'echo loopbrake-e2e' } =
         res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: msg.model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`)
       const toolResults = (msg.messages ?? []).filter((m) => m.role === 'tool').length
       if (Array.isArray(msg.tools) && msg.tools.length > 0 && toolResults < calls) {
-        const args = JSON.stringify({ command, description: 'run the check' })
+        const args = JSON.stringify(toolArgs ?? { command, description: 'run the check' }).replaceAll('{n}', String(toolResults + 1))
         chunk({ role: 'assistant', content: null })
-        chunk({ tool_calls: [{ index: 0, id: `call_${toolResults + 1}`, type: 'function', function: { name: 'bash', arguments: args.slice(0, 10) } }] })
+        chunk({ tool_calls: [{ index: 0, id: `call_${toolResults + 1}`, type: 'function', function: { name: tool, arguments: args.slice(0, 10) } }] })
         chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(10) } }] })
         chunk({}, 'tool_calls')
       } else {

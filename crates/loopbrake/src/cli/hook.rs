@@ -1,4 +1,6 @@
-//! `loopbrake hook DIALECT [EVENT]` and `loopbrake init HOST`.
+//! `loopbrake hook DIALECT [EVENT]`, and `loopbrake init`: the hooks into the hosts'
+//! settings (Cline's hook files), and loopbrake's plugin (the Node package) into opencode's and
+//! Kilo Code's configuration.
 
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
@@ -310,16 +312,6 @@ pub fn init(
         return init_cline(config, scope, remove);
     }
     let named = settings_file(dialect, scope)?;
-    // A symlinked settings file (dotfiles repositories do this) is updated where it points.
-    let path = match std::fs::symlink_metadata(&named) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&named).map_err(|e| {
-            format!(
-                "{} is a symlink that does not resolve: {e}",
-                named.display()
-            )
-        })?,
-        _ => named,
-    };
     if !remove {
         // Hooks over a broken configuration would run unchecked: say so now, not later.
         if let Err(e) = settings::load(config) {
@@ -329,6 +321,35 @@ pub fn init(
             .into());
         }
     }
+    let command = hook_command(dialect);
+    edit_json(&named, remove, "hooks", |settings| {
+        if remove {
+            hooks_init::remove(settings, dialect)
+        } else {
+            hooks_init::install(settings, dialect, &command)
+        }
+    })
+}
+
+/// Reads a host's JSON settings file (through a symlink, to its target), applies `edit`,
+/// and, when it changed something, writes it back in the user's key order after a first
+/// backup; prints what it did and the result. `what` names what is installed.
+fn edit_json(
+    named: &Path,
+    remove: bool,
+    what: &str,
+    edit: impl FnOnce(&mut serde_json::Value) -> Result<hooks_init::Changes, String>,
+) -> Result<ExitCode, CliError> {
+    // A symlinked settings file (dotfiles repositories do this) is updated where it points.
+    let path = match std::fs::symlink_metadata(named) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(named).map_err(|e| {
+            format!(
+                "{} is a symlink that does not resolve: {e}",
+                named.display()
+            )
+        })?,
+        _ => named.to_path_buf(),
+    };
     let existing = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -345,21 +366,13 @@ pub fn init(
         })?,
         _ => serde_json::json!({}),
     };
-    let changes = if remove {
-        hooks_init::remove(&mut settings, dialect)
-    } else {
-        hooks_init::install(&mut settings, dialect, &hook_command(dialect))
-    }
-    .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+    let changes =
+        edit(&mut settings).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
     if changes.is_empty() {
         outln!(
-            "{}: already {} — nothing to change.",
+            "{}: already {} loopbrake's {what} — nothing to change.",
             path.display(),
-            if remove {
-                "without loopbrake's hooks"
-            } else {
-                "has loopbrake's hooks"
-            }
+            if remove { "without" } else { "has" },
         );
     } else {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -389,7 +402,7 @@ pub fn init(
         loopbrake::files::replace(&path, body.as_bytes(), Some(mode))
             .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
         outln!(
-            "{} loopbrake's hooks {} {} ({}).",
+            "{} loopbrake's {what} {} {} ({}).",
             if remove { "Removed" } else { "Installed" },
             if remove { "from" } else { "into" },
             path.display(),
@@ -501,4 +514,147 @@ fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitC
         .into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The hosts that load loopbrake as a plugin (the Node package's `opencode.js`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginHost {
+    /// opencode.
+    Opencode,
+    /// Kilo Code's CLI, an opencode fork.
+    Kilo,
+}
+
+impl PluginHost {
+    /// The configuration's name (`opencode`, `kilo`): the folder under
+    /// `$XDG_CONFIG_HOME` and the file's stem.
+    fn name(self) -> &'static str {
+        match self {
+            PluginHost::Opencode => "opencode",
+            PluginHost::Kilo => "kilo",
+        }
+    }
+}
+
+/// `NAME.json`, or `NAME.jsonc` when only that one exists, in `dir`.
+fn json_or_jsonc(dir: &Path, name: &str) -> PathBuf {
+    let json = dir.join(format!("{name}.json"));
+    let jsonc = dir.join(format!("{name}.jsonc"));
+    if !json.exists() && jsonc.exists() {
+        jsonc
+    } else {
+        json
+    }
+}
+
+/// The configuration file `init opencode|kilo` edits (absolute): the user's,
+/// `$XDG_CONFIG_HOME/NAME/NAME.json`, or the project's, `NAME.json` at its root (the
+/// nearest folder up holding one, a `.NAME` folder or a git repository's root).
+fn plugin_config_file(host: PluginHost, scope: Scope) -> Result<PathBuf, CliError> {
+    let name = host.name();
+    let file = match scope {
+        Scope::Local => {
+            return Err(format!("--local is for Claude Code (settings.local.json); {name} has no personal project file: use --project or the default user settings").into())
+        }
+        Scope::User => {
+            let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => home()?.join(".config"),
+            };
+            json_or_jsonc(&config.join(name), name)
+        }
+        Scope::Project => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| format!("cannot read the working folder: {e}"))?;
+            let home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .and_then(|h| std::fs::canonicalize(h).ok());
+            let found = cwd.ancestors().find(|d| {
+                let is_home = home
+                    .as_deref()
+                    .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
+                d.join(".git").exists()
+                    || (!is_home
+                        && (d.join(format!(".{name}")).is_dir()
+                            || d.join(format!("{name}.json")).is_file()
+                            || d.join(format!("{name}.jsonc")).is_file()))
+            });
+            json_or_jsonc(found.unwrap_or(&cwd), name)
+        }
+    };
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+/// The folder of loopbrake's Node package a plugin spec names (`file://` or a path; the
+/// folder, or a file in it), if it is one: its `package.json` names `loopbrake` and it has
+/// `opencode.js`.
+fn node_package(spec: &str) -> Option<PathBuf> {
+    let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
+    let dir = if path.is_file() { path.parent()? } else { path };
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).ok()?).ok()?;
+    (manifest["name"] == "loopbrake" && dir.join("opencode.js").is_file())
+        .then(|| dir.to_path_buf())
+}
+
+/// Whether a plugin entry is loopbrake's: its Node package, or a path that was one
+/// (`…/bindings/node`, `…/node_modules/loopbrake`, with or without `/opencode.js`).
+fn is_our_plugin(spec: &str) -> bool {
+    if node_package(spec).is_some() {
+        return true;
+    }
+    let path = spec.strip_prefix("file://").unwrap_or(spec);
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix("/opencode.js").unwrap_or(path);
+    path.ends_with("/bindings/node") || path.ends_with("/node_modules/loopbrake")
+}
+
+/// `loopbrake init opencode|kilo`: names the Node package's folder in the host's `plugin`
+/// list (or removes it).
+pub fn init_plugin(
+    host: PluginHost,
+    scope: Scope,
+    remove: bool,
+    package: Option<&Path>,
+) -> Result<ExitCode, CliError> {
+    let file = plugin_config_file(host, scope)?;
+    if remove {
+        return edit_json(&file, true, "plugin", |settings| {
+            hooks_init::plugin::remove(settings, is_our_plugin)
+        });
+    }
+    let name = host.name();
+    let Some(package) = package else {
+        return Err(format!(
+            "{name} loads loopbrake as a plugin from its Node package: build it (cd bindings/node && npm ci && npm run build) and name its folder, `loopbrake init {name} --plugin /path/to/loopbrake/bindings/node`; nothing was changed"
+        )
+        .into());
+    };
+    let dir = std::fs::canonicalize(package)
+        .ok()
+        .and_then(|p| node_package(&p.display().to_string()))
+        .ok_or_else(|| {
+            format!(
+                "{} is not loopbrake's Node package (a folder whose package.json names `loopbrake`, with opencode.js); nothing was changed",
+                package.display()
+            )
+        })?;
+    let built = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".node"))
+        })
+        .unwrap_or(false);
+    if !built {
+        return Err(format!(
+            "{} has no native addon yet: run `npm ci && npm run build` there first; nothing was changed",
+            dir.display()
+        )
+        .into());
+    }
+    let spec = dir.display().to_string();
+    edit_json(&file, false, "plugin", |settings| {
+        hooks_init::plugin::install(settings, &spec, is_our_plugin)
+    })
 }

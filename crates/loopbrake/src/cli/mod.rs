@@ -124,27 +124,33 @@ enum Command {
         event: Option<String>,
     },
     /// Install loopbrake's hooks into an agent's settings (Claude Code, Codex, Gemini CLI,
-    /// GitHub Copilot CLI, Qwen Code, Cursor, Factory Droid), or its hook files (Cline), or
-    /// remove them.
-    /// Refuses to install while the configuration is invalid.
+    /// GitHub Copilot CLI, Qwen Code, Cursor, Factory Droid) or its hook files (Cline), or
+    /// its plugin into opencode's or Kilo Code's configuration (or remove them).
+    /// Refuses to install hooks while the configuration is invalid.
     Init {
         /// The host.
         #[arg(value_enum)]
-        dialect: HookDialect,
-        /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json): the default.
+        dialect: InitHost,
+        /// The user's settings (~/.claude/settings.json, ~/.codex/hooks.json,
+        /// ~/.config/opencode/opencode.json, ~/.config/kilo/kilo.json): the default.
         #[arg(long, conflicts_with_all = ["project", "local"])]
         user: bool,
-        /// This project's shared settings (.claude/settings.json, .codex/hooks.json), which
-        /// teams commit: every teammate needs `loopbrake` on PATH.
+        /// This project's shared settings (.claude/settings.json, .codex/hooks.json,
+        /// opencode.json, kilo.json), which teams commit: every teammate needs `loopbrake`
+        /// on PATH (the plugin: the Node package at the same path).
         #[arg(long, conflicts_with = "local")]
         project: bool,
         /// This project's personal settings (.claude/settings.local.json, which Claude Code
         /// keeps out of version control). Claude Code only.
         #[arg(long)]
         local: bool,
-        /// Remove loopbrake's hooks instead.
+        /// Remove loopbrake's hooks (or plugin) instead.
         #[arg(long)]
         remove: bool,
+        /// opencode and Kilo Code: the folder of loopbrake's Node package, built
+        /// (`bindings/node` after `npm ci && npm run build`, or where it is installed).
+        #[arg(long, value_name = "DIR")]
+        plugin: Option<PathBuf>,
     },
     /// Put loopbrake in front of an MCP server: speak MCP on stdio to the client, run
     /// the server as a child, and judge every tools/call.
@@ -196,6 +202,31 @@ pub enum HookDialect {
     /// Cursor.
     Cursor,
     /// Cline.
+    Cline,
+    /// Factory Droid.
+    Factory,
+}
+
+/// The hosts `loopbrake init` configures.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum InitHost {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+    /// Google Gemini CLI.
+    Gemini,
+    /// opencode (a plugin: the Node package).
+    Opencode,
+    /// Kilo Code's CLI (an opencode fork: the same plugin).
+    Kilo,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// Qwen Code.
+    Qwen,
+    /// Cursor.
+    Cursor,
+    /// Cline (hook files).
     Cline,
     /// Factory Droid.
     Factory,
@@ -285,13 +316,36 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             project,
             local,
             remove,
+            plugin,
         } => {
             let scope = match (project, local) {
                 (true, _) => hook::Scope::Project,
                 (_, true) => hook::Scope::Local,
                 _ => hook::Scope::User,
             };
-            hook::init(cli.config.as_deref(), dialect.into(), scope, remove)
+            let hook_dialect = match dialect {
+                InitHost::Claude => Some(loopbrake_hooks::Dialect::Claude),
+                InitHost::Codex => Some(loopbrake_hooks::Dialect::Codex),
+                InitHost::Gemini => Some(loopbrake_hooks::Dialect::Gemini),
+                InitHost::Copilot => Some(loopbrake_hooks::Dialect::Copilot),
+                InitHost::Qwen => Some(loopbrake_hooks::Dialect::Qwen),
+                InitHost::Cursor => Some(loopbrake_hooks::Dialect::Cursor),
+                InitHost::Cline => Some(loopbrake_hooks::Dialect::Cline),
+                InitHost::Factory => Some(loopbrake_hooks::Dialect::Factory),
+                InitHost::Opencode | InitHost::Kilo => None,
+            };
+            match (hook_dialect, plugin) {
+                (Some(_), Some(_)) => Err("--plugin is for opencode and kilo, which load loopbrake as a plugin; the other hosts run `loopbrake hook`".into()),
+                (Some(d), None) => hook::init(cli.config.as_deref(), d, scope, remove),
+                (None, plugin) => {
+                    let host = if matches!(dialect, InitHost::Kilo) {
+                        hook::PluginHost::Kilo
+                    } else {
+                        hook::PluginHost::Opencode
+                    };
+                    hook::init_plugin(host, scope, remove, plugin.as_deref())
+                }
+            }
         }
         Command::Ui {
             listen,
