@@ -262,14 +262,44 @@ fn cline_bin() -> PathBuf {
     npm_file("@cline/cli-linux-x64/bin/cline", "cline@3.0.65")
 }
 
-/// A home where Cline's OpenAI-compatible provider points at the stand-in model
-/// (`cline auth`), with loopbrake's hook files installed by `loopbrake init cline`.
-fn setup_cline(dir: &Path, toml: &str, mock: &Mock) -> PathBuf {
+/// A Cline home: its OpenAI-compatible provider points at the stand-in model (`cline
+/// auth`), loopbrake's hook files are installed by `loopbrake init cline`. Cline runs its
+/// tasks through a hub daemon that outlives the command; each test's hub gets a port of its
+/// own (`CLINE_HUB_PORT`) and is stopped (`cline hub stop`) when the test ends.
+struct Cline {
+    home: PathBuf,
+    hub_port: u16,
+}
+
+impl Cline {
+    fn command(&self) -> Command {
+        let mut c = Command::new(cline_bin());
+        c.env("HOME", &self.home)
+            .env("CLINE_HUB_PORT", self.hub_port.to_string());
+        c
+    }
+}
+
+impl Drop for Cline {
+    fn drop(&mut self) {
+        let mut stop = self.command();
+        stop.args(["hub", "stop"]);
+        let _ = output_with_deadline(stop, 60);
+    }
+}
+
+fn setup_cline(dir: &Path, toml: &str, mock: &Mock) -> Cline {
     write_config(dir, toml);
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let mut auth = Command::new(cline_bin());
-    auth.env("HOME", &home).args([
+    let hub_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cline = Cline { home, hub_port };
+    let mut auth = cline.command();
+    auth.args([
         "auth",
         "-p",
         "openai",
@@ -283,19 +313,18 @@ fn setup_cline(dir: &Path, toml: &str, mock: &Mock) -> PathBuf {
     assert_success(&output_with_deadline(auth, 60));
     let out = loopbrake(dir)
         .args(["init", "cline"])
-        .env("HOME", &home)
+        .env("HOME", &cline.home)
         .output()
         .unwrap();
     assert_success(&out);
-    let hook = std::fs::read_to_string(home.join(".cline/hooks/PreToolUse")).unwrap();
+    let hook = std::fs::read_to_string(cline.home.join(".cline/hooks/PreToolUse")).unwrap();
     assert!(hook.trim_end().ends_with("hook cline"), "{hook}");
-    home
+    cline
 }
 
-fn run_cline(dir: &Path, home: &Path) -> Output {
-    let mut c = Command::new(cline_bin());
+fn run_cline(dir: &Path, cline: &Cline) -> Output {
+    let mut c = cline.command();
     c.current_dir(dir.join("work"))
-        .env("HOME", home)
         .args(["run the command", "--json"]);
     with_loopbrake_env(&mut c, dir);
     output_with_deadline(c, 240)
@@ -307,8 +336,8 @@ fn cline_repeating_one_command_stops_the_task_before_the_third_runs() {
     let dir = tmpdir("hosts", "cline-repeat");
     // The output stays the same; the appended line counts the runs.
     let mock = start_mock(&dir, "echo loopbrake-cline; echo ran >> runs.txt", 8);
-    let home = setup_cline(&dir, "", &mock);
-    let out = run_cline(&dir, &home);
+    let cline = setup_cline(&dir, "", &mock);
+    let out = run_cline(&dir, &cline);
     assert_success(&out);
     let reqs = requests(&mock);
     assert_eq!(
@@ -328,7 +357,7 @@ fn cline_repeating_one_command_stops_the_task_before_the_third_runs() {
     assert!(stdout.contains(r#""finishReason":"aborted""#), "{stdout}");
     // Cline 3.0.65 prints "aborted by another client"; loopbrake's text is the stop
     // reason in its log.
-    let log = std::fs::read_to_string(home.join(".cline/data/logs/cline.log")).unwrap();
+    let log = std::fs::read_to_string(cline.home.join(".cline/data/logs/cline.log")).unwrap();
     assert!(
         log.contains(r#"loop brake: tool \"run_commands\" called 3 times in a row"#),
         "the task was stopped with loopbrake's text"
@@ -342,8 +371,8 @@ fn cline_a_command_whose_output_changes_is_not_stopped() {
     // Four, past loopbrake's streak limit of 3: Cline's own guard stops the task at the
     // 5th identical call whatever it returns.
     let mock = start_mock(&dir, GROWING, 4);
-    let home = setup_cline(&dir, "", &mock);
-    let out = run_cline(&dir, &home);
+    let cline = setup_cline(&dir, "", &mock);
+    let out = run_cline(&dir, &cline);
     assert_success(&out);
     let results = chat_tool_results(&requests(&mock));
     assert_eq!(results.len(), 4, "every call ran: {results:#?}");
