@@ -34,7 +34,82 @@ fn events(dialect: Dialect) -> &'static [(&'static str, Option<&'static str>, Op
             ("SessionStart", None, Some(10)),
             ("Stop", None, Some(10)),
         ],
+        // Qwen Code: Claude Code's events, timeouts in seconds.
+        Dialect::Qwen => &[
+            ("PreToolUse", Some("*"), Some(10)),
+            ("PostToolUse", Some("*"), Some(10)),
+            ("PostToolUseFailure", Some("*"), Some(10)),
+            ("PostToolBatch", None, Some(10)),
+            ("UserPromptSubmit", None, Some(10)),
+            ("SessionEnd", None, Some(5)),
+            ("Stop", None, Some(10)),
+        ],
+        // Factory Droid has no PostToolUseFailure and no PostToolBatch (a failed call
+        // comes to PostToolUse).
+        Dialect::Factory => &[
+            ("PreToolUse", Some("*"), Some(10)),
+            ("PostToolUse", Some("*"), Some(10)),
+            ("UserPromptSubmit", None, Some(10)),
+            ("SessionStart", None, Some(10)),
+            ("SessionEnd", None, Some(5)),
+            ("Stop", None, Some(10)),
+            ("SubagentStop", None, Some(10)),
+        ],
+        // GitHub Copilot CLI: its own camelCase events (`timeoutSec`); Cursor: no timeout
+        // field is written (Cursor's default applies).
+        Dialect::Copilot => &[
+            ("preToolUse", None, Some(10)),
+            ("postToolUse", None, Some(10)),
+            ("postToolUseFailure", None, Some(10)),
+            ("userPromptSubmitted", None, Some(10)),
+            ("agentStop", None, Some(10)),
+            ("sessionEnd", None, Some(5)),
+        ],
+        Dialect::Cursor => &[
+            ("preToolUse", None, None),
+            ("postToolUse", None, None),
+            ("postToolUseFailure", None, None),
+            ("beforeSubmitPrompt", None, None),
+            ("stop", None, None),
+            ("sessionEnd", None, None),
+        ],
+        // Cline's hooks are files, not settings (see `loopbrake init cline`).
+        Dialect::Cline => &[],
     }
+}
+
+/// How a host's file holds a handler.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Claude Code's groups: `{"matcher", "hooks": [{"type": "command", "command",
+    /// "timeout"}]}`.
+    Groups,
+    /// GitHub Copilot CLI: `{"type": "command", "bash", "timeoutSec"}` straight in the
+    /// event's list, the event on the command line.
+    Copilot,
+    /// Cursor: `{"command"}` straight in the event's list.
+    Cursor,
+}
+
+fn layout(dialect: Dialect) -> Layout {
+    match dialect {
+        Dialect::Copilot => Layout::Copilot,
+        Dialect::Cursor => Layout::Cursor,
+        _ => Layout::Groups,
+    }
+}
+
+/// Whether the file's top level is the events object itself (Factory Droid's
+/// `hooks.json`), rather than a settings object holding it under `"hooks"`.
+fn events_at_root(dialect: Dialect) -> bool {
+    dialect == Dialect::Factory
+}
+
+/// The command of a handler entry, whichever key its host uses.
+fn entry_command(h: &Value) -> Option<&str> {
+    h.get("command")
+        .or_else(|| h.get("bash"))
+        .and_then(Value::as_str)
 }
 
 /// Whether a handler command is one of ours (any path to a `loopbrake` binary, for this
@@ -62,10 +137,13 @@ impl Changes {
     }
 }
 
-fn hooks_obj(settings: &mut Value) -> Result<&mut Map<String, Value>, String> {
+fn hooks_obj(settings: &mut Value, dialect: Dialect) -> Result<&mut Map<String, Value>, String> {
     let root = settings
         .as_object_mut()
         .ok_or("the settings file does not hold a JSON object")?;
+    if events_at_root(dialect) {
+        return Ok(root);
+    }
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
     hooks
         .as_object_mut()
@@ -73,21 +151,33 @@ fn hooks_obj(settings: &mut Value) -> Result<&mut Map<String, Value>, String> {
 }
 
 fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
+    if layout(dialect) != Layout::Groups {
+        return entry_command(group).is_some_and(|c| is_ours(c, dialect));
+    }
     group
         .get("hooks")
         .and_then(Value::as_array)
         .is_some_and(|hs| {
-            hs.iter().any(|h| {
-                h.get("command")
-                    .and_then(Value::as_str)
-                    .is_some_and(|c| is_ours(c, dialect))
-            })
+            hs.iter()
+                .any(|h| entry_command(h).is_some_and(|c| is_ours(c, dialect)))
         })
 }
 
 /// Adds loopbrake's handler (running `command`) to every event it needs, once.
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
     let mut changes = Changes::default();
+    if dialect == Dialect::Cline {
+        return Err("Cline's hooks are executable files, not settings".into());
+    }
+    if matches!(layout(dialect), Layout::Copilot | Layout::Cursor) {
+        // Both hosts' hook files carry a format version.
+        let root = settings
+            .as_object_mut()
+            .ok_or("the settings file does not hold a JSON object")?;
+        if !root.contains_key("version") {
+            root.insert("version".into(), json!(1));
+        }
+    }
     if dialect == Dialect::Gemini {
         // Gemini CLI runs hooks only with its hooks system switched on (`hooksConfig.enabled`,
         // on by default, but a user may have switched it off).
@@ -103,7 +193,7 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
             changes.events.push("hooksConfig.enabled".into());
         }
     }
-    let hooks = hooks_obj(settings)?;
+    let hooks = hooks_obj(settings, dialect)?;
     for (event, matcher, timeout) in events(dialect) {
         let list = hooks.entry(*event).or_insert_with(|| json!([]));
         let arr = list
@@ -112,18 +202,27 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
         if arr.iter().any(|g| group_has_ours(g, dialect)) {
             continue;
         }
-        let mut handler = json!({"type": "command", "command": command});
-        if dialect == Dialect::Gemini {
-            handler["name"] = json!("loopbrake");
-        }
-        if let Some(t) = timeout {
-            handler["timeout"] = json!(t);
-        }
-        let mut group = json!({"hooks": [handler]});
-        if let Some(m) = matcher {
-            group["matcher"] = json!(m);
-        }
-        arr.push(group);
+        let entry = match layout(dialect) {
+            Layout::Copilot => {
+                json!({"type": "command", "bash": format!("{command} {event}"), "timeoutSec": timeout})
+            }
+            Layout::Cursor => json!({ "command": command }),
+            Layout::Groups => {
+                let mut handler = json!({"type": "command", "command": command});
+                if dialect == Dialect::Gemini {
+                    handler["name"] = json!("loopbrake");
+                }
+                if let Some(t) = timeout {
+                    handler["timeout"] = json!(t);
+                }
+                let mut group = json!({"hooks": [handler]});
+                if let Some(m) = matcher {
+                    group["matcher"] = json!(m);
+                }
+                group
+            }
+        };
+        arr.push(entry);
         changes.events.push(event.to_string());
     }
     Ok(changes)
@@ -135,8 +234,14 @@ pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String>
     let Some(root) = settings.as_object_mut() else {
         return Err("the settings file does not hold a JSON object".into());
     };
-    let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) else {
-        return Ok(changes);
+    let at_root = events_at_root(dialect);
+    let hooks = if at_root {
+        root
+    } else {
+        match root.get_mut("hooks").and_then(Value::as_object_mut) {
+            Some(h) => h,
+            None => return Ok(changes),
+        }
     };
     let names: Vec<String> = hooks.keys().cloned().collect();
     for event in names {
@@ -145,14 +250,13 @@ pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String>
         };
         let before = arr.len();
         let mut touched = false;
-        for group in arr.iter_mut() {
+        if layout(dialect) != Layout::Groups {
+            arr.retain(|h| !entry_command(h).is_some_and(|c| is_ours(c, dialect)));
+        }
+        for group in arr.iter_mut().filter(|_| layout(dialect) == Layout::Groups) {
             if let Some(hs) = group.get_mut("hooks").and_then(Value::as_array_mut) {
                 let n = hs.len();
-                hs.retain(|h| {
-                    !h.get("command")
-                        .and_then(Value::as_str)
-                        .is_some_and(|c| is_ours(c, dialect))
-                });
+                hs.retain(|h| !entry_command(h).is_some_and(|c| is_ours(c, dialect)));
                 touched |= hs.len() != n;
             }
         }
@@ -168,8 +272,14 @@ pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String>
             hooks.remove(&event);
         }
     }
-    if hooks.is_empty() {
-        root.remove("hooks");
+    if let Some(root) = settings.as_object_mut().filter(|_| !at_root) {
+        if root
+            .get("hooks")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            root.remove("hooks");
+        }
     }
     Ok(changes)
 }

@@ -21,12 +21,25 @@
 //! one is derived per invocation, and `AfterTool` pairs with the oldest open call of the
 //! same tool and arguments, so parallel and identical calls are still counted one by one.
 //!
+//! The other hosts each have a small module translating their shapes onto the same
+//! session service: [`copilot`] (GitHub Copilot CLI's camelCase hooks), [`cursor`]
+//! (Cursor's `hooks.json`), [`cline`] (Cline's hook files, which can only cancel the
+//! whole task). Qwen Code and Factory Droid speak Claude Code's dialect: Qwen Code reports
+//! a tool's result as `{llmContent, returnDisplay}` (Gemini CLI's shape) and sends
+//! `UserPromptSubmit` with an empty prompt between its own turns (not a human message);
+//! Factory Droid's payloads are Claude Code's, without call ids or any event after a failed
+//! call: both are read from its transcript (`factory.rs`).
+//!
 //! Session key: `session_id`, plus `#agent:<agent_id>` when a sub-agent calls.
 //! When loopbrake itself fails, the hook never blocks by accident: no output (the host's
 //! normal flow applies) and a warning, unless `fail_closed` is set, in which case a
 //! `PreToolUse` is denied with a message saying why.
 #![deny(missing_docs)]
 
+pub mod cline;
+pub mod copilot;
+pub mod cursor;
+mod factory;
 pub mod init;
 
 use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
@@ -49,23 +62,42 @@ pub enum Dialect {
     Codex,
     /// Google Gemini CLI.
     Gemini,
+    /// GitHub Copilot CLI (its documented camelCase hooks).
+    Copilot,
+    /// Qwen Code (Claude Code's dialect, Gemini CLI's tool results).
+    Qwen,
+    /// Cursor (`.cursor/hooks.json`).
+    Cursor,
+    /// Cline (hook files named by event).
+    Cline,
+    /// Factory Droid (Claude Code's dialect).
+    Factory,
 }
 
 impl Dialect {
-    /// `claude`, `codex` or `gemini`.
+    /// The name on the command line: `claude`, `codex`, `gemini`, `copilot`, `qwen`,
+    /// `cursor`, `cline` or `factory`.
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::Claude => "claude",
             Dialect::Codex => "codex",
             Dialect::Gemini => "gemini",
+            Dialect::Copilot => "copilot",
+            Dialect::Qwen => "qwen",
+            Dialect::Cursor => "cursor",
+            Dialect::Cline => "cline",
+            Dialect::Factory => "factory",
         }
     }
 
-    /// The event that judges a call before it runs.
-    fn pre_event(self) -> &'static str {
+    /// Whether `event` judges a call before it runs (an empty event: not known).
+    fn is_pre_event(self, event: &str) -> bool {
         match self {
-            Dialect::Gemini => "BeforeTool",
-            _ => "PreToolUse",
+            Dialect::Gemini => event == "BeforeTool",
+            Dialect::Copilot => event == "preToolUse",
+            Dialect::Cursor => cursor::PRE_EVENTS.contains(&event),
+            Dialect::Cline => event == "tool_call" || event == "PreToolUse",
+            _ => event == "PreToolUse",
         }
     }
 }
@@ -119,6 +151,10 @@ pub enum PayloadError {
     /// A `PreToolUse` payload names no tool.
     #[error("PreToolUse without tool_name")]
     NoToolName,
+    /// The payload does not name its event, and no event was given on the command line
+    /// (GitHub Copilot CLI's hooks).
+    #[error("the payload does not name its event: give it on the command line (`loopbrake hook copilot preToolUse`), as `loopbrake init copilot` does")]
+    NoEvent,
 }
 
 /// Why this invocation has no store to judge with; the failure policy
@@ -137,7 +173,7 @@ pub enum Unavailable {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum HookError<'a> {
+pub(crate) enum HookError<'a> {
     #[error(transparent)]
     Payload(#[from] PayloadError),
     #[error(transparent)]
@@ -147,7 +183,7 @@ enum HookError<'a> {
     Session(#[from] SessionError),
 }
 
-fn clip(s: &str) -> String {
+pub(crate) fn clip(s: &str) -> String {
     if s.chars().count() <= MAX_OUTPUT_CHARS {
         s.to_string()
     } else {
@@ -157,12 +193,25 @@ fn clip(s: &str) -> String {
     }
 }
 
-fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+pub(crate) fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// Handles one hook invocation's stdin.
 pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
+    handle_event(dialect, None, input, ctx)
+}
+
+/// Handles one hook invocation's stdin, for hosts whose payload does not name its event
+/// (GitHub Copilot CLI's camelCase hooks): `event` is the name the hook was installed
+/// under (`loopbrake hook copilot preToolUse`). A payload that names its event
+/// (`hook_event_name`, Cline's `hookName`) is read by that name when `event` is `None`.
+pub fn handle_event(
+    dialect: Dialect,
+    event: Option<&str>,
+    input: &[u8],
+    ctx: &Context<'_>,
+) -> Reply {
     let payload: Result<Value, PayloadError> = std::str::from_utf8(input)
         .map_err(|_| PayloadError::NotUtf8)
         .and_then(|t| {
@@ -177,10 +226,14 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
                 }
             })
         });
-    let event = payload
-        .as_ref()
-        .ok()
-        .and_then(|p| str_field(p, "hook_event_name"))
+    let event = event
+        .filter(|e| !e.is_empty())
+        .or_else(|| {
+            payload
+                .as_ref()
+                .ok()
+                .and_then(|p| str_field(p, "hook_event_name").or_else(|| str_field(p, "hookName")))
+        })
         .unwrap_or("")
         .to_string();
     let result = match (payload, ctx.store) {
@@ -198,10 +251,20 @@ pub fn handle(dialect: Dialect, input: &[u8], ctx: &Context<'_>) -> Reply {
 /// The answer to a payload that could not be read at all (larger than [`MAX_PAYLOAD`],
 /// or stdin failed): the failure policy applies, and the warning says why.
 pub fn handle_unreadable(dialect: Dialect, reason: PayloadError, ctx: &Context<'_>) -> Reply {
+    handle_unreadable_event(dialect, None, reason, ctx)
+}
+
+/// [`handle_unreadable`] for a hook installed under a named event (see [`handle_event`]).
+pub fn handle_unreadable_event(
+    dialect: Dialect,
+    event: Option<&str>,
+    reason: PayloadError,
+    ctx: &Context<'_>,
+) -> Reply {
     answer(
         dialect,
         Reply::default(),
-        "",
+        event.unwrap_or(""),
         Err(HookError::Payload(reason)),
         ctx,
     )
@@ -225,8 +288,8 @@ fn answer(
             reply.warnings.push(format!("could not handle {what}: {e}"));
             // Fail closed only where there is something to refuse, and only when asked.
             let policy = loopbrake_session::unjudged(&e.to_string(), ctx.fail_closed);
-            if policy.refuse && (event == dialect.pre_event() || event.is_empty()) {
-                reply.stdout = Some(pre_output(dialect, "deny", &policy.refusal));
+            if policy.refuse && (dialect.is_pre_event(event) || event.is_empty()) {
+                reply.stdout = Some(pre_output(dialect, event, "deny", &policy.refusal));
             }
         }
     }
@@ -237,8 +300,11 @@ fn answer(
 /// cannot ask, so the call is refused (fail-closed), saying why.
 pub const GEMINI_CANNOT_ASK: &str = "This call needs the operator's approval, and Gemini CLI hooks cannot ask for it, so it was refused. The operator can raise the limit in loopbrake.toml, or answer in a new message.\n\n";
 
-fn pre_output(dialect: Dialect, decision: &str, reason: &str) -> String {
+fn pre_output(dialect: Dialect, event: &str, decision: &str, reason: &str) -> String {
     match dialect {
+        Dialect::Copilot => copilot::pre_output(decision, reason),
+        Dialect::Cursor => cursor::pre_output(event, decision, reason),
+        Dialect::Cline => cline::pre_output(decision, reason),
         Dialect::Gemini => {
             let reason = if decision == "ask" {
                 format!("{GEMINI_CANNOT_ASK}{reason}")
@@ -256,7 +322,13 @@ fn pre_output(dialect: Dialect, decision: &str, reason: &str) -> String {
     }
 }
 
-fn context_output(event: &str, text: &str) -> String {
+fn context_output(dialect: Dialect, event: &str, text: &str) -> String {
+    match dialect {
+        Dialect::Copilot => return copilot::context_output(text),
+        Dialect::Cursor => return cursor::context_output(text),
+        Dialect::Cline => return cline::context_output(text),
+        _ => {}
+    }
     json!({"hookSpecificOutput": {"hookEventName": event, "additionalContext": clip(text)}})
         .to_string()
 }
@@ -266,8 +338,6 @@ fn session_key(p: &Value) -> Result<String, PayloadError> {
     Ok(loopbrake_session::key(session, str_field(p, "agent_id")))
 }
 
-/// The call id: the host's `tool_use_id`, or, without one, an id derived from the call
-/// itself so that its pre and post events still pair.
 /// The id of a call whose payload carries none: the call's hash prefix, so its post event
 /// can find it, plus what makes this invocation unique (identical calls are still counted
 /// one by one).
@@ -276,35 +346,130 @@ fn derived_prefix(tool: &str, args: &Value) -> String {
     format!("h-{}-", loopbrake_core::canonical::hash_prefix(&h))
 }
 
-/// The call id of a `PreToolUse`: the host's `tool_use_id`, else a fresh derived one.
-fn pre_call_id(p: &Value, tool: &str, args: &Value) -> String {
-    match str_field(p, "tool_use_id") {
-        Some(id) => id.to_string(),
-        None => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            format!(
-                "{}{nanos:x}.{:x}",
-                derived_prefix(tool, args),
-                std::process::id()
-            )
+/// One tool call as a host names it: its session key, the host's call id when it sends
+/// one, the tool and its arguments. Each dialect builds these from its payloads; what to
+/// do with them is the session service's.
+pub(crate) struct HostCall<'p> {
+    pub(crate) key: String,
+    pub(crate) id: Option<&'p str>,
+    pub(crate) tool: &'p str,
+    pub(crate) args: std::borrow::Cow<'p, Value>,
+    /// Without `id`: ids the host's own records give this call, most likely first (Factory
+    /// Droid's transcript); the first (pre) or the first still open (post) is used.
+    pub(crate) alt_ids: Vec<String>,
+}
+
+impl HostCall<'_> {
+    /// The call id of a pre event: the host's, else a fresh derived one.
+    fn pre_id(&self) -> String {
+        match self
+            .id
+            .filter(|i| !i.is_empty())
+            .or(self.alt_ids.first().map(String::as_str))
+        {
+            Some(id) => id.to_string(),
+            None => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                format!(
+                    "{}{nanos:x}.{:x}",
+                    derived_prefix(self.tool, &self.args),
+                    std::process::id()
+                )
+            }
+        }
+    }
+
+    /// The call id of a post event: the host's, else the oldest open call derived from
+    /// the same tool and arguments.
+    fn post_id(&self, st: &loopbrake_core::SessionState) -> String {
+        match self.id.filter(|i| !i.is_empty()) {
+            Some(id) => id.to_string(),
+            None => {
+                if let Some(id) = self
+                    .alt_ids
+                    .iter()
+                    .find(|a| st.open_call_ids().any(|o| o == a.as_str()))
+                {
+                    return id.clone();
+                }
+                let prefix = derived_prefix(self.tool, &self.args);
+                st.open_call_ids()
+                    .find(|id| id.starts_with(&prefix))
+                    .map(str::to_string)
+                    .unwrap_or(prefix)
+            }
         }
     }
 }
 
-/// The call id of a post event: the host's `tool_use_id`, else the oldest open call that
-/// was derived from the same tool and arguments.
-fn post_call_id(p: &Value, tool: &str, args: &Value, st: &loopbrake_core::SessionState) -> String {
-    match str_field(p, "tool_use_id") {
-        Some(id) => id.to_string(),
-        None => {
-            let prefix = derived_prefix(tool, args);
-            st.open_call_ids()
-                .find(|id| id.starts_with(&prefix))
-                .map(str::to_string)
-                .unwrap_or(prefix)
-        }
+/// What the session service decided about a call, with the text each verdict carries
+/// (advisories joined), for a dialect to word in its host's answer.
+pub(crate) enum Judged {
+    Allow,
+    Advise(String),
+    Ask(String),
+    Deny(String),
+}
+
+/// Judges a call before it runs.
+pub(crate) fn judge<S: Store + ?Sized>(
+    sessions: &Sessions<'_, S>,
+    c: &HostCall<'_>,
+) -> Result<Judged, HookError<'static>> {
+    let id = c.pre_id();
+    let call = Call {
+        session: &c.key,
+        id: &id,
+        tool: c.tool,
+        args: &c.args,
+    };
+    let d = sessions.pre(&c.key, &call)?;
+    let message = d.message.unwrap_or_default();
+    Ok(match d.verdict {
+        Verdict::Allow => Judged::Allow,
+        Verdict::Advise => Judged::Advise(
+            d.advisories
+                .iter()
+                .map(|a| a.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        ),
+        Verdict::Ask => Judged::Ask(message),
+        Verdict::Deny => Judged::Deny(message),
+    })
+}
+
+/// Records what a call that ran did (an ask still pending for it was approved); returns
+/// the advisories for the model, joined, if any.
+pub(crate) fn record<S: Store + ?Sized>(
+    sessions: &Sessions<'_, S>,
+    c: &HostCall<'_>,
+    outcome: &Outcome,
+) -> Result<Option<String>, HookError<'static>> {
+    let post = match sessions.post_ran(&c.key, |st| c.post_id(st), outcome) {
+        Ok(p) => p,
+        // A call this hook never saw (installed mid-call, or already closed): nothing to do.
+        Err(SessionError::Engine(EngineError::UnknownCall(_))) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if post.advisories.is_empty() {
+        return Ok(None);
+    }
+    let text: Vec<&str> = post.advisories.iter().map(|a| a.text.as_str()).collect();
+    Ok(Some(text.join("\n\n")))
+}
+
+/// Arguments a host may send as a JSON text instead of an object.
+pub(crate) fn args_of(v: Option<&Value>) -> std::borrow::Cow<'_, Value> {
+    match v {
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(parsed) if parsed.is_object() => std::borrow::Cow::Owned(parsed),
+            _ => std::borrow::Cow::Owned(json!({ "input": s })),
+        },
+        Some(v) if !v.is_null() => std::borrow::Cow::Borrowed(v),
+        _ => std::borrow::Cow::Owned(json!({})),
     }
 }
 
@@ -316,28 +481,57 @@ fn dispatch(
     store: &dyn Store,
 ) -> Result<Option<String>, HookError<'static>> {
     let sessions = Sessions::new(engine, store);
-    if dialect == Dialect::Gemini {
-        return match event {
-            "BeforeTool" => pre_tool_use(dialect, p, &sessions),
-            "AfterTool" => post_tool_use(dialect, event, p, &sessions),
-            "BeforeAgent" => {
-                sessions.user_message(&session_key(p)?)?;
-                Ok(None)
+    match dialect {
+        Dialect::Copilot => return copilot::dispatch(event, p, &sessions),
+        Dialect::Cursor => return cursor::dispatch(event, p, &sessions),
+        Dialect::Cline => return cline::dispatch(event, p, &sessions),
+        Dialect::Gemini => {
+            return match event {
+                "BeforeTool" => pre_tool_use(dialect, event, p, &sessions, None),
+                "AfterTool" => post_tool_use(dialect, event, p, &sessions, None),
+                "BeforeAgent" => {
+                    sessions.user_message(&session_key(p)?)?;
+                    Ok(None)
+                }
+                "AfterAgent" => {
+                    sessions.close_open_calls(&session_key(p)?, true)?;
+                    Ok(None)
+                }
+                "SessionEnd" => {
+                    sessions.end(&session_key(p)?)?;
+                    Ok(None)
+                }
+                _ => Ok(None),
             }
-            "AfterAgent" => {
-                sessions.close_open_calls(&session_key(p)?, true)?;
-                Ok(None)
-            }
-            "SessionEnd" => {
-                sessions.end(&session_key(p)?)?;
-                Ok(None)
-            }
-            _ => Ok(None),
-        };
+        }
+        _ => {}
     }
+    // Factory Droid: call ids and unreported failures from its transcript.
+    let transcript = (dialect == Dialect::Factory)
+        .then(|| factory::Transcript::of(p))
+        .flatten();
+    if let Some(t) = &transcript {
+        if matches!(event, "PreToolUse" | "Stop" | "SubagentStop") {
+            settle_from_transcript(p, t, &sessions, store)?;
+        }
+    }
+    let transcript = transcript.as_ref();
     match event {
-        "PreToolUse" => pre_tool_use(dialect, p, &sessions),
-        "PostToolUse" | "PostToolUseFailure" => post_tool_use(dialect, event, p, &sessions),
+        "PreToolUse" => pre_tool_use(dialect, event, p, &sessions, transcript),
+        "PostToolUse" | "PostToolUseFailure" => {
+            post_tool_use(dialect, event, p, &sessions, transcript)
+        }
+        // Qwen Code also sends UserPromptSubmit, with an empty prompt, when it continues its
+        // own turn after a batch of tool results: not a human message.
+        "UserPromptSubmit"
+            if dialect == Dialect::Qwen
+                && p.get("prompt")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .is_empty() =>
+        {
+            Ok(None)
+        }
         "UserPromptSubmit" => {
             sessions.user_message(&session_key(p)?)?;
             Ok(None)
@@ -354,43 +548,59 @@ fn dispatch(
     }
 }
 
+/// Records the outcomes a host's transcript holds for the session's open calls: Factory
+/// Droid runs no hook after a call that failed.
+fn settle_from_transcript<S: Store + ?Sized>(
+    p: &Value,
+    t: &factory::Transcript,
+    sessions: &Sessions<'_, S>,
+    store: &dyn Store,
+) -> Result<(), HookError<'static>> {
+    let key = session_key(p)?;
+    let Some(st) = store.get(&key).map_err(SessionError::from)? else {
+        return Ok(());
+    };
+    let found: Vec<(String, Outcome)> = st
+        .open_call_ids()
+        .filter_map(|id| t.outcome(id).map(|o| (id.to_string(), o)))
+        .collect();
+    for (id, outcome) in found {
+        match sessions.post_ran(&key, |_| id.clone(), &outcome) {
+            Ok(_) | Err(SessionError::Engine(EngineError::UnknownCall(_))) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Claude Code's `PreToolUse` (and the dialects that share it, and Gemini CLI's
+/// `BeforeTool`).
 fn pre_tool_use<S: Store + ?Sized>(
     dialect: Dialect,
+    event: &str,
     p: &Value,
     sessions: &Sessions<'_, S>,
+    transcript: Option<&factory::Transcript>,
 ) -> Result<Option<String>, HookError<'static>> {
-    let key = session_key(p)?;
-    let tool = str_field(p, "tool_name").ok_or(PayloadError::NoToolName)?;
-    let empty = json!({});
-    let args = p.get("tool_input").unwrap_or(&empty);
-    let id = pre_call_id(p, tool, args);
-    let call = Call {
-        session: &key,
-        id: &id,
-        tool,
-        args,
+    let mut call = HostCall {
+        key: session_key(p)?,
+        id: str_field(p, "tool_use_id"),
+        tool: str_field(p, "tool_name").ok_or(PayloadError::NoToolName)?,
+        args: args_of(p.get("tool_input")),
+        alt_ids: Vec::new(),
     };
-    let d = sessions.pre(&key, &call)?;
-    Ok(match d.verdict {
-        Verdict::Allow => None,
-        Verdict::Advise => {
-            let text: Vec<&str> = d.advisories.iter().map(|a| a.text.as_str()).collect();
-            Some(context_output(dialect.pre_event(), &text.join("\n\n")))
-        }
-        Verdict::Ask => Some(pre_output(
-            dialect,
-            "ask",
-            d.message.as_deref().unwrap_or_default(),
-        )),
-        Verdict::Deny => Some(pre_output(
-            dialect,
-            "deny",
-            d.message.as_deref().unwrap_or_default(),
-        )),
+    if let Some(t) = transcript {
+        call.alt_ids.extend(t.pending_id(call.tool, &call.args));
+    }
+    Ok(match judge(sessions, &call)? {
+        Judged::Allow => None,
+        Judged::Advise(text) => Some(context_output(dialect, event, &text)),
+        Judged::Ask(reason) => Some(pre_output(dialect, event, "ask", &reason)),
+        Judged::Deny(reason) => Some(pre_output(dialect, event, "deny", &reason)),
     })
 }
 
-fn response_text(v: &Value) -> String {
+pub(crate) fn response_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
@@ -456,8 +666,14 @@ fn gemini_outcome(p: &Value) -> Outcome {
 
 /// The outcome a post event reports.
 pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
-    if dialect == Dialect::Gemini {
-        return gemini_outcome(p);
+    match dialect {
+        Dialect::Gemini => return gemini_outcome(p),
+        // Qwen Code reports a result as Gemini CLI does, a failure as Claude Code does.
+        Dialect::Qwen if event != "PostToolUseFailure" => return gemini_outcome(p),
+        Dialect::Copilot => return copilot::outcome(event, p),
+        Dialect::Cursor => return cursor::outcome(event, p),
+        Dialect::Cline => return cline::outcome(p),
+        _ => {}
     }
     let mut o = Outcome::default();
     if event == "PostToolUseFailure" {
@@ -497,6 +713,10 @@ pub fn outcome_of(dialect: Dialect, event: &str, p: &Value) -> Outcome {
                     .and_then(|t| codex_exit_code(std::path::Path::new(t), id))
             })
             .or_else(|| loopbrake_import::codex::exit_code_in_text(&text));
+    }
+    if dialect == Dialect::Factory {
+        // Factory Droid's Execute ends its result with `[Process exited with code N]`.
+        o.exit_code = loopbrake_import::codex::exit_code_in_text(&text);
     }
     o.text = Some(text);
     o
@@ -552,22 +772,18 @@ fn post_tool_use<S: Store + ?Sized>(
     event: &str,
     p: &Value,
     sessions: &Sessions<'_, S>,
+    transcript: Option<&factory::Transcript>,
 ) -> Result<Option<String>, HookError<'static>> {
-    let key = session_key(p)?;
-    let tool = str_field(p, "tool_name").unwrap_or("");
-    let empty = json!({});
-    let args = p.get("tool_input").unwrap_or(&empty);
-    let outcome = outcome_of(dialect, event, p);
-    // A post event means the call ran: an ask still pending for it was approved.
-    let post = match sessions.post_ran(&key, |st| post_call_id(p, tool, args, st), &outcome) {
-        Ok(p) => p,
-        // A call this hook never saw (installed mid-call, or already closed): nothing to do.
-        Err(SessionError::Engine(EngineError::UnknownCall(_))) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let mut call = HostCall {
+        key: session_key(p)?,
+        id: str_field(p, "tool_use_id"),
+        tool: str_field(p, "tool_name").unwrap_or(""),
+        args: args_of(p.get("tool_input")),
+        alt_ids: Vec::new(),
     };
-    if post.advisories.is_empty() {
-        return Ok(None);
+    if let Some(t) = transcript {
+        call.alt_ids = t.ids_of(call.tool, &call.args);
     }
-    let text: Vec<&str> = post.advisories.iter().map(|a| a.text.as_str()).collect();
-    Ok(Some(context_output(event, &text.join("\n\n"))))
+    let outcome = outcome_of(dialect, event, p);
+    Ok(record(sessions, &call, &outcome)?.map(|text| context_output(dialect, event, &text)))
 }

@@ -1,10 +1,10 @@
-//! Bounded random hook payloads: `handle` never panics, whatever the bytes, and answers
-//! either nothing or one JSON object.
+//! Bounded random hook payloads: `handle` never panics, whatever the bytes and whichever
+//! host's dialect, and answers either nothing or one JSON object.
 
 use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
-use loopbrake_hooks::{handle, Context, Dialect};
+use loopbrake_hooks::{handle_event, Context, Dialect};
 use loopbrake_store::MemoryStore;
 use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
@@ -22,15 +22,41 @@ fn arb_payload() -> impl Strategy<Value = Vec<u8>> {
             "SessionEnd",
             "SessionStart",
             "Other",
+            // GitHub Copilot CLI, Cursor, Cline.
+            "preToolUse",
+            "postToolUse",
+            "postToolUseFailure",
+            "agentStop",
+            "beforeShellExecution",
+            "afterShellExecution",
+            "beforeSubmitPrompt",
+            "tool_call",
+            "tool_result",
+            "prompt_submit",
+            "agent_end",
         ]),
-        prop::sample::select(vec!["Bash", "Read", "shell", "exec_command", ""]),
+        prop::sample::select(vec![
+            "Bash",
+            "Read",
+            "shell",
+            "exec_command",
+            "Execute",
+            "Shell",
+            "",
+        ]),
         arb_json(),
         arb_json(),
         prop::option::of(prop::sample::select(vec!["t1", "t2"])),
     )
         .prop_map(|(event, tool, input, response, id)| {
+            // Every host's field names at once: each dialect reads its own.
             let mut v = json!({"session_id": "fz", "hook_event_name": event, "tool_name": tool,
-                "tool_input": input, "tool_response": response, "error": response.to_string()});
+                "tool_input": input, "tool_response": response, "error": response.to_string(),
+                "sessionId": "fz", "toolName": tool, "toolArgs": input, "toolResult": response,
+                "conversation_id": "fz", "tool_output": response, "command": input,
+                "taskId": "fz", "hookName": event,
+                "tool_call": {"id": "c1", "name": tool, "input": input},
+                "tool_result": {"id": "c1", "name": tool, "input": input, "output": response}});
             if let Some(id) = id {
                 v["tool_use_id"] = json!(id);
             }
@@ -47,13 +73,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn any_payload_gets_a_defined_answer(payloads in prop::collection::vec(arb_payload(), 1..12), codex in any::<bool>(), fail_closed in any::<bool>()) {
+    fn any_payload_gets_a_defined_answer(
+        payloads in prop::collection::vec(arb_payload(), 1..12),
+        dialect in prop::sample::select(vec![
+            Dialect::Claude, Dialect::Codex, Dialect::Gemini, Dialect::Copilot,
+            Dialect::Qwen, Dialect::Cursor, Dialect::Cline, Dialect::Factory,
+        ]),
+        event in prop::option::of(prop::sample::select(vec!["preToolUse", "postToolUse", "sessionEnd", ""])),
+        fail_closed in any::<bool>(),
+    ) {
         let engine = Engine::new(Config::from_toml_str("", &no_env).unwrap());
         let store = MemoryStore::new();
-        let dialect = if codex { Dialect::Codex } else { Dialect::Claude };
         for p in payloads {
             let ctx = Context { engine: &engine, store: Ok(&store), fail_closed };
-            let reply = handle(dialect, &p, &ctx);
+            let reply = handle_event(dialect, event, &p, &ctx);
             if let Some(out) = reply.stdout {
                 let v: Value = serde_json::from_str(&out).unwrap();
                 prop_assert!(v.is_object());

@@ -8,18 +8,12 @@
 //! `LOOPBRAKE_E2E_NODE_MODULES`.
 
 mod support;
+use support::agents::*;
 use support::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
-
-fn node_modules() -> PathBuf {
-    std::env::var_os("LOOPBRAKE_E2E_NODE_MODULES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/e2e-npm/node_modules"))
-}
+use std::process::Command;
 
 fn claude_bin() -> PathBuf {
     let p = node_modules().join("@anthropic-ai/claude-code-linux-x64/claude");
@@ -40,62 +34,6 @@ fn codex_bin() -> PathBuf {
         p.display()
     );
     p
-}
-
-struct Mock {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_mock(dir: &Path, command: &str, max_calls: u32) -> Mock {
-    let log = dir.join("requests.jsonl");
-    let portfile = dir.join("port");
-    let child = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mock_model.py"))
-        .arg(&log)
-        .arg(&portfile)
-        .arg(command)
-        .arg(max_calls.to_string())
-        .spawn()
-        .expect("python3 runs the stand-in model");
-    let start = Instant::now();
-    while !portfile.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the mock model did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let port = std::fs::read_to_string(&portfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    Mock { child, port, log }
-}
-
-fn loopbrake(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
-    c.env("LOOPBRAKE_STATE", dir.join("state/state.db"))
-        .env("LOOPBRAKE_CONFIG", dir.join("loopbrake.toml"))
-        .env_remove("LOOPBRAKE_MAX_REPEATS");
-    c
-}
-
-fn requests(mock: &Mock) -> Vec<Value> {
-    std::fs::read_to_string(&mock.log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
-        .collect()
 }
 
 /// The tool results the model saw in each request: (is_error, text) of the last one.

@@ -396,6 +396,198 @@ fn init_keeps_the_users_order_and_first_backup_and_finds_the_project_root() {
     );
 }
 
+/// `init` for the second round of hosts: each host's own file at user and project scope,
+/// its own shape (Copilot's per-event command lines and `version`, Cursor's flat entries,
+/// Factory's events at the top of `hooks.json`, Qwen's Claude-style groups in its
+/// settings), the user's entries and keys kept, the first backup kept, `--remove` undoing
+/// exactly loopbrake's part; Cline's hook files written beside the user's own, never over
+/// them.
+#[test]
+fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
+    let dir = tmpdir("hooks", "init-hosts");
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(proj.join(".git")).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir)
+            .current_dir(&proj)
+            .env_remove("COPILOT_HOME")
+            .env_remove("CLINE_DIR")
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+
+    // GitHub Copilot CLI: a hooks file of loopbrake's own in ~/.copilot/hooks, the event on
+    // each command line; a user's file next to it is never touched.
+    std::fs::create_dir_all(dir.join(".copilot/hooks")).unwrap();
+    std::fs::write(
+        dir.join(".copilot/hooks/mine.json"),
+        "{\"version\": 1, \"hooks\": {}}",
+    )
+    .unwrap();
+    init(&["copilot"]);
+    let c = read(&dir.join(".copilot/hooks/loopbrake.json"));
+    assert_eq!(c["version"], 1);
+    for event in loopbrake_hooks::copilot::EVENTS {
+        let e = &c["hooks"][event][0];
+        assert_eq!(e["type"], "command");
+        assert!(
+            e["bash"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(" hook copilot {event}")),
+            "{e}"
+        );
+        assert!(e["timeoutSec"].is_u64());
+    }
+    assert!(init(&["copilot"]).contains("nothing to change"));
+    init(&["copilot", "--remove"]);
+    assert_eq!(
+        read(&dir.join(".copilot/hooks/loopbrake.json")),
+        json!({"version": 1})
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".copilot/hooks/mine.json")).unwrap(),
+        "{\"version\": 1, \"hooks\": {}}"
+    );
+    init(&["copilot", "--project"]);
+    assert!(read(&proj.join(".github/hooks/loopbrake.json"))["hooks"]["preToolUse"].is_array());
+
+    // Qwen Code: Claude-style groups in its settings, the user's settings and hooks kept.
+    let qwen = proj.join(".qwen/settings.json");
+    std::fs::create_dir_all(qwen.parent().unwrap()).unwrap();
+    let original = "{\n  \"model\": {\"name\": \"qwen3-coder\"},\n  \"hooks\": {\"PreToolUse\": [{\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"my-guard\"}]}]},\n  \"general\": {}\n}\n";
+    std::fs::write(&qwen, original).unwrap();
+    init(&["qwen", "--project"]);
+    let q = read(&qwen);
+    assert_eq!(q["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+    assert!(q["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook qwen"));
+    assert_eq!(
+        q["hooks"]["PreToolUse"][1]["hooks"][0]["timeout"], 10,
+        "seconds"
+    );
+    let text = std::fs::read_to_string(&qwen).unwrap();
+    assert!(
+        text.find("\"model\"").unwrap() < text.find("\"hooks\"").unwrap()
+            && text.find("\"hooks\"").unwrap() < text.find("\"general\"").unwrap()
+    );
+    init(&["qwen", "--project", "--remove"]);
+    assert_eq!(
+        read(&qwen),
+        serde_json::from_str::<Value>(original).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join(".qwen/settings.json.loopbrake-backup")).unwrap(),
+        original
+    );
+
+    // Cursor: flat entries in hooks.json, with its version.
+    let cursor = dir.join(".cursor/hooks.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cursor,
+        r#"{"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}}"#,
+    )
+    .unwrap();
+    init(&["cursor"]);
+    let k = read(&cursor);
+    for event in loopbrake_hooks::cursor::EVENTS {
+        assert!(
+            k["hooks"][event][0]["command"]
+                .as_str()
+                .unwrap()
+                .ends_with(" hook cursor"),
+            "{event}"
+        );
+    }
+    assert!(
+        k["hooks"].get("beforeShellExecution").is_none(),
+        "one judging seam: preToolUse"
+    );
+    init(&["cursor", "--remove"]);
+    assert_eq!(
+        read(&cursor),
+        json!({"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}})
+    );
+
+    // Factory Droid: hooks.json holds the events at its top level.
+    init(&["factory", "--project"]);
+    let f = read(&proj.join(".factory/hooks.json"));
+    assert!(f.get("hooks").is_none(), "{f}");
+    assert!(f["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook factory"));
+    assert_eq!(f["PreToolUse"][0]["matcher"], "*");
+    assert!(f.get("PostToolUseFailure").is_none());
+    init(&["factory", "--project", "--remove"]);
+    assert_eq!(read(&proj.join(".factory/hooks.json")), json!({}));
+
+    // Cline: executable hook files; a user's own PreToolUse stays, loopbrake's goes beside
+    // it as PreToolUse.sh; --remove deletes only loopbrake's.
+    let hooks = proj.join(".clinerules/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("PreToolUse"), "#!/bin/sh\necho '{}'\n").unwrap();
+    let out = init(&["cline", "--project"]);
+    assert!(out.contains("PreToolUse.sh"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(hooks.join("PreToolUse")).unwrap(),
+        "#!/bin/sh\necho '{}'\n"
+    );
+    for name in [
+        "PreToolUse.sh",
+        "PostToolUse",
+        "UserPromptSubmit",
+        "TaskComplete",
+        "TaskCancel",
+        "SessionShutdown",
+    ] {
+        let script = std::fs::read_to_string(hooks.join(name)).unwrap();
+        assert!(
+            script.starts_with("#!/bin/sh\n") && script.trim_end().ends_with(" hook cline"),
+            "{name}: {script}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(hooks.join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o111, 0o111, "{name} is executable");
+        }
+    }
+    assert!(init(&["cline", "--project"]).contains("nothing to change"));
+    init(&["cline", "--project", "--remove"]);
+    let left: Vec<String> = std::fs::read_dir(&hooks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["PreToolUse"]);
+    init(&["cline"]);
+    assert!(
+        dir.join(".cline/hooks/PreToolUse").exists(),
+        "user scope: ~/.cline/hooks"
+    );
+
+    // --local is Claude Code's alone.
+    let out = bin(&dir)
+        .current_dir(&proj)
+        .args(["init", "cursor", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Cursor has no personal project file"));
+}
+
 /// `init opencode|kilo`: the Node package's folder in the `plugin` list of the user's or
 /// the project's configuration, next to the user's plugins and settings, with a first
 /// backup; `--remove` undoes it. The package must be loopbrake's, and built.

@@ -78,8 +78,11 @@ impl Default for ToolClasses {
                 "run_shell_command",
                 "execute_bash",
                 "exec_command",
+                "Execute",
+                "Shell",
+                "run_commands",
             ]),
-            shell_command_args: strings(&["command", "cmd"]),
+            shell_command_args: strings(&["command", "cmd", "commands"]),
             url: Vec::new(),
             url_re: LazyPattern::default(),
             url_pattern,
@@ -127,22 +130,31 @@ impl ToolClasses {
         if !self.is_shell(tool) {
             return false;
         }
+        self.command_line(args)
+            .is_some_and(|script| super::mutation::shell_writes(&script))
+    }
+
+    /// The command line of a shell tool's arguments: the first configured argument that is
+    /// a string, or a list of strings: an argv array (`["bash", "-lc", "…"]`) is reduced to
+    /// its script, or joined with spaces; a `commands` list (Cline's `run_commands`: one
+    /// complete command per item) is joined line by line.
+    pub fn command_line(&self, args: &serde_json::Value) -> Option<String> {
+        use serde_json::Value;
         self.shell_command_args
             .iter()
-            .find_map(|k| args.get(k))
-            .is_some_and(|v| match v {
-                serde_json::Value::String(s) => super::mutation::shell_writes(s),
-                serde_json::Value::Array(items) => {
-                    let words: Vec<&str> = items.iter().filter_map(|w| w.as_str()).collect();
-                    let script = match words.as_slice() {
-                        [_, flag, script, ..] if matches!(*flag, "-c" | "-lc" | "-ic") => {
-                            script.to_string()
-                        }
-                        _ => words.join(" "),
-                    };
-                    super::mutation::shell_writes(&script)
+            .find_map(|key| match args.get(key) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                    let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                    Some(if key == "commands" {
+                        words.join("\n")
+                    } else if words.len() >= 3 && matches!(words[1], "-c" | "-lc" | "-ic") {
+                        words[2..].join(" ")
+                    } else {
+                        words.join(" ")
+                    })
                 }
-                _ => false,
+                _ => None,
             })
     }
 
@@ -225,6 +237,33 @@ const DECOYS_SHELL_TIMEOUT: &[&str] = &[
     "run_in_background",
     "justification",
 ];
+/// GitHub Copilot CLI's `bash`: how long to wait for the first output.
+const DECOYS_BASH: &[&str] = &[
+    "description",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+    "initial_wait",
+];
+/// Qwen Code's `run_shell_command`: also whether to run it in the background.
+const DECOYS_QWEN_SHELL: &[&str] = &[
+    "description",
+    "timeout",
+    "timeoutMs",
+    "run_in_background",
+    "justification",
+    "is_background",
+];
+/// Factory Droid's `Execute`: the model's summary of the command, its own risk rating and
+/// its words for it, a timeout and running it in the background.
+const DECOYS_EXECUTE: &[&str] = &[
+    "description",
+    "summary",
+    "timeout",
+    "riskLevel",
+    "riskLevelReason",
+    "fireAndForget",
+];
 
 impl Default for BreakerConfig {
     fn default() -> Self {
@@ -244,18 +283,21 @@ impl Default for BreakerConfig {
         }
         let mut ignore_args = BTreeMap::new();
         ignore_args.insert("*".to_string(), strings(DECOYS_ALL));
-        for t in ["bash", "pwsh", "shell"] {
+        for t in ["pwsh", "shell"] {
             ignore_args.insert(t.to_string(), strings(DECOYS_SHELL));
         }
+        ignore_args.insert("bash".to_string(), strings(DECOYS_BASH));
         for t in [
             "Bash",
             "PowerShell",
-            "run_shell_command",
             "execute_bash",
             "exec_command",
+            "Shell",
         ] {
             ignore_args.insert(t.to_string(), strings(DECOYS_SHELL_TIMEOUT));
         }
+        ignore_args.insert("run_shell_command".to_string(), strings(DECOYS_QWEN_SHELL));
+        ignore_args.insert("Execute".to_string(), strings(DECOYS_EXECUTE));
         let mut host_aliases = BTreeMap::new();
         for k in [
             "open-data.canada.ca",

@@ -142,23 +142,10 @@ impl FingerprintSet {
     }
 }
 
-/// The shell command of a shell tool's arguments: the first configured argument that is
-/// a string; an argv array (`["bash", "-lc", "…"]`) is reduced to its script, or joined.
+/// The shell command of a shell tool's arguments ([`super::config::ToolClasses::command_line`]),
+/// or nothing.
 pub(crate) fn shell_command(cfg: &BreakerConfig, args: &Value) -> String {
-    for key in &cfg.tools().shell_command_args {
-        match args.get(key) {
-            Some(Value::String(s)) => return s.clone(),
-            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                if words.len() >= 3 && matches!(words[1], "-c" | "-lc" | "-ic") {
-                    return words[2..].join(" ");
-                }
-                return words.join(" ");
-            }
-            _ => {}
-        }
-    }
-    String::new()
+    cfg.tools().command_line(args).unwrap_or_default()
 }
 
 fn url_arg<'a>(cfg: &BreakerConfig, args: &'a Value) -> Option<&'a str> {

@@ -100,6 +100,13 @@ pub const DEFAULT_MUTATING: &[&str] = &[
     "edit_file",
     "str_replace_editor[command=create|str_replace|insert|undo_edit]",
     "str_replace_based_edit_tool[command=create|str_replace|insert|undo_edit]",
+    // Factory Droid, Qwen Code, Cline and Cursor.
+    "Create",
+    "ApplyPatch",
+    "notebook_edit",
+    "editor",
+    "StrReplace",
+    "Delete",
 ];
 
 /// One lexed word of a shell command.

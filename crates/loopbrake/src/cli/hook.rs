@@ -1,13 +1,13 @@
-//! `loopbrake hook claude|codex|gemini`, and `loopbrake init`: the hooks into those hosts'
-//! settings, and loopbrake's plugin (the Node package) into opencode's and Kilo Code's
-//! configuration.
+//! `loopbrake hook DIALECT [EVENT]`, and `loopbrake init`: the hooks into the hosts'
+//! settings (Cline's hook files), and loopbrake's plugin (the Node package) into opencode's and
+//! Kilo Code's configuration.
 
 use super::CliError;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
 use loopbrake_hooks::{
-    handle, handle_unreadable, init as hooks_init, Context, Dialect, PayloadError, Unavailable,
-    MAX_PAYLOAD,
+    handle_event, handle_unreadable_event, init as hooks_init, Context, Dialect, PayloadError,
+    Unavailable, MAX_PAYLOAD,
 };
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ fn log(path: &Path, dialect: Dialect, warnings: &[String]) {
 }
 
 /// Runs one hook invocation. Always exits 0: a hook must never break the host.
-pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
+pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> ExitCode {
     let mut input = Vec::new();
     let read = std::io::stdin()
         .take(MAX_PAYLOAD as u64 + 1)
@@ -71,16 +71,17 @@ pub fn run(config: Option<&Path>, dialect: Dialect) -> ExitCode {
         fail_closed: store_settings.fail_closed,
     };
     let reply = match early {
-        Some(reason) => handle_unreadable(dialect, reason, &ctx),
-        None => handle(dialect, &input, &ctx),
+        Some(reason) => handle_unreadable_event(dialect, event, reason, &ctx),
+        None => handle_event(dialect, event, &input, &ctx),
     };
     let mut stdout_text = reply.stdout.clone();
     if let Some(e) = &cfg_message {
         let session = serde_json::from_slice::<serde_json::Value>(&input)
             .ok()
             .and_then(|v| {
-                v.get("session_id")
-                    .and_then(|s| s.as_str())
+                ["session_id", "sessionId", "conversation_id", "taskId"]
+                    .iter()
+                    .find_map(|k| v.get(*k).and_then(|s| s.as_str()))
                     .map(str::to_string)
             })
             .unwrap_or_default();
@@ -156,6 +157,26 @@ fn home() -> Result<PathBuf, CliError> {
         .ok_or_else(|| "HOME is not set; use --project or set HOME".into())
 }
 
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The host's name, as its users know it.
+fn host_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Claude => "Claude Code",
+        Dialect::Codex => "Codex",
+        Dialect::Gemini => "Gemini CLI",
+        Dialect::Copilot => "GitHub Copilot CLI",
+        Dialect::Qwen => "Qwen Code",
+        Dialect::Cursor => "Cursor",
+        Dialect::Cline => "Cline",
+        Dialect::Factory => "Factory Droid",
+    }
+}
+
 /// Which settings file `init` edits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -178,6 +199,11 @@ fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
         Dialect::Claude => ".claude",
         Dialect::Codex => ".codex",
         Dialect::Gemini => ".gemini",
+        Dialect::Copilot => ".github",
+        Dialect::Qwen => ".qwen",
+        Dialect::Cursor => ".cursor",
+        Dialect::Cline => ".clinerules",
+        Dialect::Factory => ".factory",
     };
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -198,7 +224,28 @@ fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
 }
 
 fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    if scope == Scope::Local && dialect != Dialect::Claude {
+        return Err(format!("--local is for Claude Code (settings.local.json); {} has no personal project file: use --project or the default user settings", host_name(dialect)).into());
+    }
     Ok(match (dialect, scope) {
+        (Dialect::Copilot, Scope::Project) => {
+            project_root(dialect)?.join(".github/hooks/loopbrake.json")
+        }
+        (Dialect::Copilot, _) => match env_dir("COPILOT_HOME") {
+            Some(d) => d.join("hooks/loopbrake.json"),
+            None => home()?.join(".copilot/hooks/loopbrake.json"),
+        },
+        (Dialect::Qwen, Scope::Project) => project_root(dialect)?.join(".qwen/settings.json"),
+        (Dialect::Qwen, _) => home()?.join(".qwen/settings.json"),
+        (Dialect::Cursor, Scope::Project) => project_root(dialect)?.join(".cursor/hooks.json"),
+        (Dialect::Cursor, _) => home()?.join(".cursor/hooks.json"),
+        (Dialect::Factory, Scope::Project) => project_root(dialect)?.join(".factory/hooks.json"),
+        (Dialect::Factory, _) => home()?.join(".factory/hooks.json"),
+        (Dialect::Cline, Scope::Project) => project_root(dialect)?.join(".clinerules/hooks"),
+        (Dialect::Cline, _) => match env_dir("CLINE_DIR") {
+            Some(d) => d.join("hooks"),
+            None => home()?.join(".cline/hooks"),
+        },
         (Dialect::Claude, Scope::Project) => project_root(dialect)?.join(".claude/settings.json"),
         (Dialect::Claude, Scope::Local) => {
             project_root(dialect)?.join(".claude/settings.local.json")
@@ -261,6 +308,9 @@ pub fn init(
     scope: Scope,
     remove: bool,
 ) -> Result<ExitCode, CliError> {
+    if dialect == Dialect::Cline {
+        return init_cline(config, scope, remove);
+    }
     let named = settings_file(dialect, scope)?;
     if !remove {
         // Hooks over a broken configuration would run unchecked: say so now, not later.
@@ -360,6 +410,109 @@ fn edit_json(
         );
     }
     out!("{}", hooks_init::render(existing.as_deref(), &settings));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line that marks a Cline hook file as loopbrake's own.
+const CLINE_MARK: &str = "# Written by `loopbrake init cline`";
+
+fn is_our_cline_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+        && std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.starts_with(CLINE_MARK)))
+}
+
+/// `loopbrake init cline`: Cline runs hook *files* named by event from `~/.cline/hooks`
+/// (`$CLINE_DIR/hooks`) or a workspace's `.clinerules/hooks`. Each of loopbrake's is a
+/// small shell script running `loopbrake hook cline`, named `<Event>`, or `<Event>.sh`
+/// when the user already has a hook of that name (Cline runs both). Files loopbrake did
+/// not write are never changed; `--remove` deletes only loopbrake's.
+fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitCode, CliError> {
+    let dir = settings_file(Dialect::Cline, scope)?;
+    if !remove {
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `loopbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
+    let mut changed = Vec::new();
+    if remove {
+        for event in loopbrake_hooks::cline::EVENTS {
+            for name in [event.to_string(), format!("{event}.sh")] {
+                let path = dir.join(&name);
+                if is_our_cline_file(&path) {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                    changed.push(name);
+                }
+            }
+        }
+        if changed.is_empty() {
+            outln!(
+                "{}: already without loopbrake's hooks — nothing to change.",
+                dir.display()
+            );
+        } else {
+            outln!(
+                "Removed loopbrake's hooks from {} ({}).",
+                dir.display(),
+                changed.join(", ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let command = hook_command(Dialect::Cline);
+    let mut skipped = Vec::new();
+    for event in loopbrake_hooks::cline::EVENTS {
+        let plain = dir.join(event);
+        let sh = dir.join(format!("{event}.sh"));
+        if is_our_cline_file(&plain) || is_our_cline_file(&sh) {
+            continue;
+        }
+        let path = if std::fs::symlink_metadata(&plain).is_err() {
+            plain
+        } else if std::fs::symlink_metadata(&sh).is_err() {
+            sh
+        } else {
+            skipped.push(event.to_string());
+            continue;
+        };
+        let script = format!(
+            "#!/bin/sh\n{CLINE_MARK}: Cline runs this file for its {event} hook; `loopbrake init cline --remove` deletes it.\nexec {command}\n"
+        );
+        loopbrake::files::replace_own(&path, script.as_bytes(), Some(0o755))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        changed.push(
+            path.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    if changed.is_empty() && skipped.is_empty() {
+        outln!(
+            "{}: already has loopbrake's hooks — nothing to change.",
+            dir.display()
+        );
+    } else if !changed.is_empty() {
+        outln!(
+            "Installed loopbrake's hooks into {} ({}).",
+            dir.display(),
+            changed.join(", ")
+        );
+    }
+    if !skipped.is_empty() {
+        return Err(format!(
+            "{}: {} and {}.sh are both your own files, so loopbrake's hook for {} was not installed; rename one and run init again",
+            dir.display(),
+            skipped[0],
+            skipped[0],
+            skipped.join(", ")
+        )
+        .into());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -119,9 +119,13 @@ enum Command {
         /// The host's dialect.
         #[arg(value_enum)]
         dialect: HookDialect,
+        /// The event this hook was installed for, for hosts whose payloads do not name it
+        /// (GitHub Copilot CLI: `loopbrake hook copilot preToolUse`).
+        event: Option<String>,
     },
-    /// Install loopbrake's hooks into Claude Code's, Codex's or Gemini CLI's settings, or its
-    /// plugin into opencode's or Kilo Code's configuration (or remove them).
+    /// Install loopbrake's hooks into an agent's settings (Claude Code, Codex, Gemini CLI,
+    /// GitHub Copilot CLI, Qwen Code, Cursor, Factory Droid) or its hook files (Cline), or
+    /// its plugin into opencode's or Kilo Code's configuration (or remove them).
     /// Refuses to install hooks while the configuration is invalid.
     Init {
         /// The host.
@@ -191,6 +195,16 @@ pub enum HookDialect {
     Codex,
     /// Google Gemini CLI.
     Gemini,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// Qwen Code.
+    Qwen,
+    /// Cursor.
+    Cursor,
+    /// Cline.
+    Cline,
+    /// Factory Droid.
+    Factory,
 }
 
 /// The hosts `loopbrake init` configures.
@@ -206,14 +220,30 @@ pub enum InitHost {
     Opencode,
     /// Kilo Code's CLI (an opencode fork: the same plugin).
     Kilo,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// Qwen Code.
+    Qwen,
+    /// Cursor.
+    Cursor,
+    /// Cline (hook files).
+    Cline,
+    /// Factory Droid.
+    Factory,
 }
 
 impl From<HookDialect> for loopbrake_hooks::Dialect {
     fn from(d: HookDialect) -> Self {
+        use loopbrake_hooks::Dialect as D;
         match d {
-            HookDialect::Claude => loopbrake_hooks::Dialect::Claude,
-            HookDialect::Codex => loopbrake_hooks::Dialect::Codex,
-            HookDialect::Gemini => loopbrake_hooks::Dialect::Gemini,
+            HookDialect::Claude => D::Claude,
+            HookDialect::Codex => D::Codex,
+            HookDialect::Gemini => D::Gemini,
+            HookDialect::Copilot => D::Copilot,
+            HookDialect::Qwen => D::Qwen,
+            HookDialect::Cursor => D::Cursor,
+            HookDialect::Cline => D::Cline,
+            HookDialect::Factory => D::Factory,
         }
     }
 }
@@ -274,7 +304,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
         Command::Tune(args) => tune::run(cli.config.as_deref(), args),
         Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
-        Command::Hook { dialect } => Ok(hook::run(cli.config.as_deref(), dialect.into())),
+        Command::Hook { dialect, event } => Ok(hook::run(
+            cli.config.as_deref(),
+            dialect.into(),
+            event.as_deref(),
+        )),
         Command::Mcp(server) => mcp::run(cli.config.as_deref(), server),
         Command::Init {
             dialect,
@@ -293,6 +327,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 InitHost::Claude => Some(loopbrake_hooks::Dialect::Claude),
                 InitHost::Codex => Some(loopbrake_hooks::Dialect::Codex),
                 InitHost::Gemini => Some(loopbrake_hooks::Dialect::Gemini),
+                InitHost::Copilot => Some(loopbrake_hooks::Dialect::Copilot),
+                InitHost::Qwen => Some(loopbrake_hooks::Dialect::Qwen),
+                InitHost::Cursor => Some(loopbrake_hooks::Dialect::Cursor),
+                InitHost::Cline => Some(loopbrake_hooks::Dialect::Cline),
+                InitHost::Factory => Some(loopbrake_hooks::Dialect::Factory),
                 InitHost::Opencode | InitHost::Kilo => None,
             };
             match (hook_dialect, plugin) {

@@ -2,8 +2,11 @@
 """A scripted stand-in model on 127.0.0.1 for end-to-end tests of real agent CLIs.
 
 Serves the Anthropic Messages API (POST /v1/messages, for Claude Code), the OpenAI
-Responses API (POST /v1/responses, for Codex) and the Gemini API (POST
-/v1beta/models/<m>:streamGenerateContent?alt=sse, for Gemini CLI), streaming (SSE). The "model" is a loop:
+Responses API (POST /v1/responses, for Codex), the OpenAI Chat Completions API (POST
+.../chat/completions, for GitHub Copilot CLI, Qwen Code and Cline) and the Gemini API (POST
+/v1beta/models/<m>:streamGenerateContent?alt=sse, for Gemini CLI), streaming (SSE) or not.
+With Chat Completions the shell tool is the first offered of SHELL_TOOLS, and its required
+arguments are filled from its schema (the command, a description, …). The "model" is a loop:
 every turn it asks for the same shell command again, until either it has made MAX_CALLS
 calls or the last tool result carries loopbrake's denial, then it ends the turn.
 GET /missing answers 404 (a failing endpoint for curl). Every request body is appended to
@@ -12,8 +15,9 @@ LOG as one JSON line, so tests can assert on what the model was shown.
 Usage: mock_model.py LOG PORTFILE COMMAND [MAX_CALLS [TOOL]]
 COMMAND may contain {n}, replaced by the call's number (a cosmetic variation), and
 {port}, replaced by this server's port.
-The chosen port is written to PORTFILE once the server listens. With TOOL (Anthropic API
-only), the model calls that tool instead of Bash, with COMMAND as its JSON arguments.
+The chosen port is written to PORTFILE once the server listens. With TOOL (Anthropic and
+Chat Completions APIs), the model calls that tool instead of the shell, with COMMAND as its
+JSON arguments.
 """
 import json
 import sys
@@ -23,6 +27,8 @@ LOG, PORTFILE, COMMAND = sys.argv[1], sys.argv[2], sys.argv[3]
 MAX_CALLS = int(sys.argv[4]) if len(sys.argv) > 4 else 10
 TOOL = sys.argv[5] if len(sys.argv) > 5 else "Bash"
 DENIAL_MARKERS = ("loop brake:", "REPEAT_TOOL_BLOCKED")
+# Each host's shell tool, as the host names it in the tools it offers.
+SHELL_TOOLS = ("bash", "run_shell_command", "run_commands", "Execute", "shell", "Bash")
 
 
 def command(n):
@@ -80,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.anthropic(body)
         if self.path.startswith("/v1/responses"):
             return self.openai(body)
+        if self.path.endswith("/chat/completions"):
+            return self.chat(body)
         if ":countTokens" in self.path:
             return self.json_reply({"totalTokens": 10})
         if ":streamGenerateContent" in self.path or ":generateContent" in self.path:
@@ -162,6 +170,64 @@ class Handler(BaseHTTPRequestHandler):
             "input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
             "output_tokens_details": None, "total_tokens": 15}}})
         self.close_connection = True
+
+
+    # --- OpenAI Chat Completions API -------------------------------------------------
+    def chat(self, body):
+        tools = {t["function"]["name"]: t["function"] for t in body.get("tools", []) or []
+                 if isinstance(t, dict) and isinstance(t.get("function"), dict)}
+        shell = TOOL if TOOL != "Bash" and TOOL in tools else next((n for n in SHELL_TOOLS if n in tools), None)
+        results = [m for m in body.get("messages", []) if m.get("role") == "tool"]
+        last = json.dumps(results[-1].get("content")) if results else ""
+        done = shell is None or len(results) >= MAX_CALLS or any(m in last for m in DENIAL_MARKERS)
+        n = len(results) + 1
+        message = {"role": "assistant", "content": None}
+        if done:
+            message["content"] = "done"
+            finish = "stop"
+        else:
+            message["tool_calls"] = [{"index": 0, "id": f"call_{n:03d}", "type": "function", "function": {
+                "name": shell, "arguments": json.dumps(
+                    shell_args(tools[shell], command(n)) if shell != TOOL else json.loads(command(n)))}}]
+            finish = "tool_calls"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        head = {"id": f"chatcmpl-{n}", "created": 1, "model": body.get("model") or "mock"}
+        if not body.get("stream"):
+            return self.json_reply({**head, "object": "chat.completion", "usage": usage, "choices": [
+                {"index": 0, "message": message, "finish_reason": finish}]})
+        self.sse_start()
+        chunk = {**head, "object": "chat.completion.chunk"}
+        self.ev(None, {**chunk, "choices": [{"index": 0, "delta": message, "finish_reason": None}]})
+        self.ev(None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def shell_args(tool, cmd):
+    """The shell tool's arguments: the command, and whatever else its schema requires."""
+    params = tool.get("parameters") or {}
+    props = params.get("properties") or {}
+    args = {}
+    for name in props:
+        if name in ("command", "cmd"):
+            args[name] = cmd
+        elif name == "commands":  # Cline's run_commands: a list of commands
+            args[name] = [cmd]
+    for name in params.get("required") or []:
+        if name in args:
+            continue
+        kind = (props.get(name) or {}).get("type")
+        enum = (props.get(name) or {}).get("enum")
+        if enum:
+            args[name] = enum[0]
+        elif kind == "boolean":
+            args[name] = False
+        elif kind in ("integer", "number"):
+            args[name] = 60
+        else:
+            args[name] = "run it"
+    return args
 
 
 # --- Gemini API -------------------------------------------------------------------------

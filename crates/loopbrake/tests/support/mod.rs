@@ -2,6 +2,7 @@
 // Each test binary uses a different subset.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod listener;
 
 use std::path::{Path, PathBuf};
