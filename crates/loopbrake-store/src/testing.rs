@@ -1,8 +1,10 @@
 //! Test support: a throwaway `redis-server` on a free loopback port, killed on drop.
 //! Only with the `testing` feature.
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A `redis-server` process listening on 127.0.0.1.
@@ -31,9 +33,26 @@ impl RedisServer {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (scripts/test installs Debian's redis-server)");
-        let server = RedisServer { child, port };
+        let mut server = RedisServer { child, port };
         let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Ours, not another test's server on the same port: the one answering must be the
+        // process just started (a redis-server that cannot bind the port exits).
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("redis-server on port {port} exited ({status}): is the port taken?");
+            }
+            match server_pid(port) {
+                Answer::Pid(pid) if pid == server.child.id() => break,
+                // A server that wants a password answers INFO with an error: ours if it is
+                // still running (one that could not bind has exited by now).
+                Answer::Refused => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if matches!(server.child.try_wait(), Ok(None)) {
+                        break;
+                    }
+                }
+                _ => {}
+            }
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "redis-server did not start"
@@ -144,10 +163,61 @@ impl Drop for RedisCluster {
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// Ports handed out in this process: a test that stops its server and starts it again on
+/// the same port must not find another test's server there.
+static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// A loopback port nobody listens on right now, and never handed out before in this
+/// process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    let mut given = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// What answers on a port.
+enum Answer {
+    /// Nothing (yet).
+    Nobody,
+    /// A redis-server that refused `INFO` (it wants a password).
+    Refused,
+    /// A redis-server with this process id.
+    Pid(u32),
+}
+
+/// Who answers on `port` (`INFO server`).
+fn server_pid(port: u16) -> Answer {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return Answer::Nobody;
+    };
+    if s.set_read_timeout(Some(Duration::from_secs(2))).is_err()
+        || s.write_all(b"INFO server\r\n").is_err()
+    {
+        return Answer::Nobody;
+    }
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if text.starts_with('-') {
+            return Answer::Refused;
+        }
+        if let Some(at) = text.find("process_id:") {
+            let rest = &text[at + "process_id:".len()..];
+            if let Some(line) = rest.split_once('\n').map(|(l, _)| l) {
+                return line.trim().parse().map_or(Answer::Nobody, Answer::Pid);
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+            _ => return Answer::Nobody,
+        }
+    }
 }
