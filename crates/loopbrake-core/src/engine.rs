@@ -7,7 +7,8 @@
 //! wins (deny > ask > advise > allow), and the denial names the engine that refused.
 //!
 //! Asks are fail-closed: an ask still pending when any other event of its session
-//! arrives is settled as declined, and the settlement is reported with that event.
+//! arrives is settled as declined, and the settlement is reported with that event. The
+//! same call judged again (its id, while its ask is pending) is asked again instead.
 
 use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
 use crate::canonical::CanonicalError;
@@ -441,7 +442,11 @@ impl Engine {
                 return Err(EngineError::IdReused(call.id.to_string()));
             }
         }
-        let settled = self.settle(st, None);
+        // The same call judged again while its ask is pending (another seam, or a host
+        // resuming a run after a restart) keeps that ask pending and is asked again; any
+        // other pending ask is settled as declined.
+        let again = st.breaker.pending_asks().iter().any(|id| id == call.id);
+        let settled = self.settle(st, again.then_some(call.id));
         let mut d = Decision::allow(call.id);
         d.settled = settled;
         // The shell-HTTP block comes first and touches no engine state: a fetch sent to

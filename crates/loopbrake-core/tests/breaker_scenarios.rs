@@ -253,6 +253,31 @@ fn an_unanswered_ask_fails_closed() {
 }
 
 #[test]
+fn the_same_call_judged_again_while_asked_is_asked_again_not_refused() {
+    // A host that resumes a run (another process, after a restart) or sees the call
+    // through a second seam judges the same call id again before anyone answered.
+    let mut s = Session::new(json!({"streak": {"enabled": false}}));
+    repeated(&mut s, 11);
+    let asked = again(&mut s, 11);
+    assert_eq!(asked.verdict, Verdict::Ask);
+    let args =
+        json!({"command": "curl -s https://api.example.com/v1/x", "description": DECOYS[11 % 3]});
+    let call = loopbrake_core::Call {
+        session: "s1",
+        id: &asked.id,
+        tool: "bash",
+        args: &args,
+    };
+    let d = s.engine.pre(&mut s.st, &call).unwrap();
+    assert_eq!(d.verdict, Verdict::Ask, "still asked: {:?}", d.message);
+    assert!(d.settled.is_empty(), "its own ask is not settled");
+    assert_eq!(d.message, asked.message);
+    // The operator's answer still applies (any other call settles it: the test above).
+    let approved = s.engine.answer(&mut s.st, &asked.id, true).unwrap();
+    assert!(approved.runs());
+}
+
+#[test]
 fn the_streak_brake_refuses_the_third_identical_call_first() {
     let mut s = Session::new(json!({}));
     let args = json!({"q": "weather"});
