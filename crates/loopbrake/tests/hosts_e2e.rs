@@ -247,12 +247,13 @@ fn qwen_code_a_call_whose_output_changes_is_not_stopped() {
     assert_success(&out);
     let results = chat_tool_results(&requests(&mock));
     assert_eq!(results.len(), 4, "every call ran: {results:#?}");
-    for (i, r) in results.iter().enumerate() {
-        assert!(
-            r.contains(&format!("Output: {}\n", i + 1)),
-            "call {} ran: {r}",
-            i + 1
-        );
+    // What ran is counted in the file the command appends to: Qwen Code now and then
+    // reports a command's output as "(empty)", which is its capture, not loopbrake's
+    // judgement.
+    let ticks = std::fs::read_to_string(dir.join("work/ticks.txt")).unwrap_or_default();
+    assert_eq!(ticks.lines().count(), 4, "every call ran: {results:#?}");
+    for r in &results {
+        assert!(!r.contains("loop brake"), "not stopped: {r}");
     }
 }
 
