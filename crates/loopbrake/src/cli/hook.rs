@@ -205,6 +205,13 @@ fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
         Dialect::Cline => ".clinerules",
         Dialect::Factory => ".factory",
     };
+    Ok(project_root_marked(&cwd, |d| d.join(own).is_dir()))
+}
+
+/// The nearest folder from `cwd` up that is a git repository's root or that `marked`
+/// (the host's own folder or file; one in the home folder does not count: that is the
+/// user's), else `cwd`.
+fn project_root_marked(cwd: &Path, marked: impl Fn(&Path) -> bool) -> PathBuf {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .and_then(|h| std::fs::canonicalize(h).ok());
@@ -212,9 +219,9 @@ fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
         let is_home = home
             .as_deref()
             .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
-        d.join(".git").exists() || (!is_home && d.join(own).is_dir())
+        d.join(".git").exists() || (!is_home && marked(d))
     });
-    Ok(found.unwrap_or(&cwd).to_path_buf())
+    found.unwrap_or(cwd).to_path_buf()
 }
 
 /// The settings file `init` edits (absolute).
@@ -566,20 +573,12 @@ fn plugin_config_file(host: PluginHost, scope: Scope) -> Result<PathBuf, CliErro
         Scope::Project => {
             let cwd = std::env::current_dir()
                 .map_err(|e| format!("cannot read the working folder: {e}"))?;
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .and_then(|h| std::fs::canonicalize(h).ok());
-            let found = cwd.ancestors().find(|d| {
-                let is_home = home
-                    .as_deref()
-                    .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
-                d.join(".git").exists()
-                    || (!is_home
-                        && (d.join(format!(".{name}")).is_dir()
-                            || d.join(format!("{name}.json")).is_file()
-                            || d.join(format!("{name}.jsonc")).is_file()))
+            let root = project_root_marked(&cwd, |d| {
+                d.join(format!(".{name}")).is_dir()
+                    || d.join(format!("{name}.json")).is_file()
+                    || d.join(format!("{name}.jsonc")).is_file()
             });
-            json_or_jsonc(found.unwrap_or(&cwd), name)
+            json_or_jsonc(&root, name)
         }
     };
     Ok(std::path::absolute(&file).unwrap_or(file))
