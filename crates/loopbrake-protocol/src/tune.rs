@@ -966,6 +966,15 @@ tr.frontier td{color:#1b4fa8}tr.recommended td{font-weight:bold;background:#e8f5
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The values a sweep gives `key` when it varies that key alone.
+    fn alone(settings: &[Setting], key: &str) -> Vec<String> {
+        settings
+            .iter()
+            .filter(|s| s.name.is_none() && s.changes.len() == 1 && s.changes[0].0 == key)
+            .map(|s| shown(&s.changes[0].1))
+            .collect()
+    }
     use loopbrake_config::ConfigToml;
 
     fn config(toml: &str) -> Config {
@@ -983,16 +992,9 @@ mod tests {
             }
         }
         // Each key is varied alone, one step stricter and two looser.
-        let alone = |key: &str| -> Vec<String> {
-            settings
-                .iter()
-                .filter(|s| s.name.is_none() && s.changes.len() == 1 && s.changes[0].0 == key)
-                .map(|s| shown(&s.changes[0].1))
-                .collect()
-        };
-        assert_eq!(alone("streak.max_repeats"), ["2", "4", "5"]);
-        assert_eq!(alone("breaker.limits.exact"), ["10", "16", "20"]);
-        assert_eq!(alone("breaker.window"), ["12", "24", "32"]);
+        assert_eq!(alone(&settings, "streak.max_repeats"), ["2", "4", "5"]);
+        assert_eq!(alone(&settings, "breaker.limits.exact"), ["10", "16", "20"]);
+        assert_eq!(alone(&settings, "breaker.window"), ["12", "24", "32"]);
     }
 
     #[test]
@@ -1007,17 +1009,10 @@ mod tests {
             defaults.toml(),
             "[streak]\nmax_repeats = 3\n\n[breaker]\nfail_limit = 5\n"
         );
-        let alone = |key: &str| -> Vec<String> {
-            settings
-                .iter()
-                .filter(|s| s.name.is_none() && s.changes.len() == 1 && s.changes[0].0 == key)
-                .map(|s| shown(&s.changes[0].1))
-                .collect()
-        };
         // 7 is not a rung: it is put between 6 and 8.
-        assert_eq!(alone("streak.max_repeats"), ["6", "8", "10"]);
+        assert_eq!(alone(&settings, "streak.max_repeats"), ["6", "8", "10"]);
         // Off is the loosest rung: only stricter values are left.
-        assert_eq!(alone("breaker.fail_limit"), ["10", "12"]);
+        assert_eq!(alone(&settings, "breaker.fail_limit"), ["10", "12"]);
     }
 
     #[test]
