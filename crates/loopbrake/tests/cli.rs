@@ -9,21 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
-    // Isolate from the developer's own configuration.
-    c.env_remove("LOOPBRAKE_CONFIG")
-        .env_remove("LOOPBRAKE_MAX_REPEATS")
-        .env_remove("DSH_LOOP_BRAKE_MAX_REPEATS")
-        .env("XDG_CONFIG_HOME", "/nonexistent")
-        .env("HOME", "/nonexistent")
-        .current_dir(std::env::temp_dir());
-    c
-}
-
 #[test]
 fn serve_answers_each_line_at_once_and_exits_cleanly_on_eof() {
-    let mut child = bin()
+    let mut child = isolated_bin()
         .args(["serve", "--stdio"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -69,7 +57,7 @@ fn serve_answers_each_line_at_once_and_exits_cleanly_on_eof() {
 #[test]
 fn replay_exits_1_when_a_line_is_in_error_and_0_otherwise() {
     let run = |input: &str| {
-        let out = run_with_stdin(bin().arg("replay"), input.as_bytes());
+        let out = run_with_stdin(isolated_bin().arg("replay"), input.as_bytes());
         (out.status.code(), String::from_utf8(out.stdout).unwrap())
     };
     let good = r#"{"event":"call","session":"s","id":"1","tool":"t"}
@@ -86,7 +74,7 @@ fn replay_exits_1_when_a_line_is_in_error_and_0_otherwise() {
 
 #[test]
 fn the_quick_start_catches_the_bundled_loop_and_spares_the_struggle() {
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory", "--report"])
         .arg(repo().join("examples/tau-airline-task009.jsonl"))
         .arg(repo().join("examples/django-11265.jsonl"))
@@ -132,7 +120,7 @@ fn seed_mode_stops_the_struggle_the_progress_signal_spares() {
         "[streak]\nprogress = false\n[breaker]\nprogress = false\n",
     )
     .unwrap();
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory", "--report", "--config"])
         .arg(&cfg)
         .arg(repo().join("examples/django-11265.jsonl"))
@@ -150,7 +138,7 @@ fn seed_mode_stops_the_struggle_the_progress_signal_spares() {
 
 #[test]
 fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory"])
         .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
         .output()
@@ -203,7 +191,7 @@ fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
     // Three of them went on to resolve; what was stopped there would have come back as it
     // had before (checked call by call by the report below): no healthy run loses anything.
     assert_eq!(resolved_gated.len(), 3, "{resolved_gated:?}");
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory", "--report"])
         .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
         .output()
@@ -222,7 +210,7 @@ fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
 fn replay_output_is_the_same_whatever_the_number_of_jobs() {
     let corpus = repo().join("examples/trajectories/calls.jsonl.gz");
     let run = |args: &[&str]| {
-        let out = bin()
+        let out = isolated_bin()
             .arg("replay")
             .args(args)
             .arg(&corpus)
@@ -240,7 +228,7 @@ fn replay_output_is_the_same_whatever_the_number_of_jobs() {
         assert!(one.lines().count() > 10);
         assert_eq!(one, three, "{extra:?}");
     }
-    let zero = bin()
+    let zero = isolated_bin()
         .args(["replay", "--jobs", "0"])
         .arg(&corpus)
         .output()
@@ -257,7 +245,7 @@ fn replay_output_is_the_same_whatever_the_number_of_jobs() {
 fn the_html_report_is_self_contained() {
     let dir = tmpdir("cli", "html");
     let page = dir.join("report.html");
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory", "--html"])
         .arg(&page)
         .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
@@ -281,7 +269,7 @@ fn the_html_report_is_self_contained() {
 fn the_html_report_renders_in_headless_chromium() {
     let dir = tmpdir("cli", "chromium");
     let page = dir.join("report.html");
-    let status = bin()
+    let status = isolated_bin()
         .args(["replay", "--from", "trajectory", "--html"])
         .arg(&page)
         .arg(repo().join("examples/tau-airline-task009.jsonl"))
@@ -313,7 +301,11 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
     let dir = tmpdir("cli", "config");
     let f = dir.join("bad.toml");
     std::fs::write(&f, "[breaker]\nwindw = 16\n").unwrap();
-    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let out = isolated_bin()
+        .args(["config", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -323,7 +315,7 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
 
     std::fs::write(&f, "[streak]\nmax_repeats = 2.5\n").unwrap();
     let err = String::from_utf8(
-        bin()
+        isolated_bin()
             .args(["config", "check"])
             .arg(&f)
             .output()
@@ -339,7 +331,7 @@ fn config_errors_name_key_value_and_rule_and_exit_2() {
         )
     );
 
-    let out = bin()
+    let out = isolated_bin()
         .args(["config", "check"])
         .env("LOOPBRAKE_MAX_REPEATS", "many")
         .output()
@@ -359,7 +351,11 @@ fn config_check_prints_every_section_with_credentials_hidden() {
         "[store]\nkind = \"redis\"\nurl = \"redis://ops:s3cret-pw@127.0.0.1:6379/2\"\nfail_closed = true\n",
     )
     .unwrap();
-    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let out = isolated_bin()
+        .args(["config", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     for section in ["[streak]", "[breaker]", "[protocol]", "[store]"] {
@@ -384,7 +380,7 @@ fn config_check_prints_every_section_with_credentials_hidden() {
         text.lines().skip(1).collect::<Vec<_>>().join("\n"),
     )
     .unwrap();
-    assert!(bin()
+    assert!(isolated_bin()
         .args(["config", "check"])
         .arg(&printed)
         .output()
@@ -399,7 +395,11 @@ fn config_check_prints_every_section_with_credentials_hidden() {
         "redis://:pw@/",
     ] {
         std::fs::write(&f, format!("[store]\nurl = \"{bad}\"\n")).unwrap();
-        let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+        let out = isolated_bin()
+            .args(["config", "check"])
+            .arg(&f)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(
@@ -417,15 +417,23 @@ fn ranges_usage_and_completions_read_as_the_readme_does() {
     let dir = tmpdir("cli", "texts");
     let f = dir.join("loopbrake.toml");
     std::fs::write(&f, "[store]\nidle_ttl = \"0s\"\n").unwrap();
-    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let out = isolated_bin()
+        .args(["config", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("from 1 s to 3650 days"), "{err}");
     std::fs::write(&f, "[store]\nlock_timeout = \"2d\"\n").unwrap();
-    let out = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let out = isolated_bin()
+        .args(["config", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("from 1 ms to 1 day."), "{err}");
 
-    let out = bin().arg("mcp").output().unwrap();
+    let out = isolated_bin().arg("mcp").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     for said in ["--url", "--fetch-tool", "-- <COMMAND>"] {
@@ -437,13 +445,16 @@ fn ranges_usage_and_completions_read_as_the_readme_does() {
         ("zsh", "#compdef loopbrake"),
         ("fish", "complete -c loopbrake"),
     ] {
-        let out = bin().args(["completions", shell]).output().unwrap();
+        let out = isolated_bin()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
         assert_success(&out);
         let script = String::from_utf8(out.stdout).unwrap();
         assert!(script.contains(mark), "{shell}: {script}");
         assert!(script.contains("replay"), "{shell}: subcommands completed");
     }
-    let out = bin().arg("man").output().unwrap();
+    let out = isolated_bin().arg("man").output().unwrap();
     assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains(".TH loopbrake 1"));
 }
@@ -454,7 +465,7 @@ fn ranges_usage_and_completions_read_as_the_readme_does() {
 fn replay_from_the_wrong_format_says_so_and_fails() {
     let run = repo().join("examples/django-11265.jsonl");
     for from in ["claude-code", "codex"] {
-        let out = bin()
+        let out = isolated_bin()
             .args(["replay", "--report", "--from", from])
             .arg(&run)
             .output()
@@ -467,7 +478,7 @@ fn replay_from_the_wrong_format_says_so_and_fails() {
             "{from}: {err}"
         );
     }
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--report", "--from", "trajectory"])
         .arg(repo().join("README.md"))
         .output()
@@ -482,7 +493,7 @@ fn replay_from_the_wrong_format_says_so_and_fails() {
         "{err}"
     );
     let out = run_with_stdin(
-        bin().args(["replay", "--from", "codex", "-"]),
+        isolated_bin().args(["replay", "--from", "codex", "-"]),
         b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
     );
     assert_eq!(out.status.code(), Some(2));
@@ -495,7 +506,7 @@ fn replay_from_the_wrong_format_says_so_and_fails() {
 
 #[test]
 fn replay_of_a_recorded_run_without_from_names_the_format() {
-    let out = bin()
+    let out = isolated_bin()
         .arg("replay")
         .arg(repo().join("examples/django-11265.jsonl"))
         .output()
@@ -509,7 +520,7 @@ fn replay_of_a_recorded_run_without_from_names_the_format() {
     );
     // Protocol events are still replayed as they are.
     let out = run_with_stdin(
-        bin().arg("replay"),
+        isolated_bin().arg("replay"),
         b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
     );
     assert!(out.status.success());
@@ -543,7 +554,7 @@ fn configuration_lookup_order() {
             .to_string()
     };
     let base = || {
-        let mut c = bin();
+        let mut c = isolated_bin();
         c.args(["config", "check"])
             .env("XDG_CONFIG_HOME", &xdg)
             .current_dir(&dir);
@@ -571,16 +582,20 @@ fn configuration_lookup_order() {
 #[test]
 fn config_default_prints_a_file_that_checks() {
     let dir = tmpdir("cli", "default");
-    let out = bin().args(["config", "default"]).output().unwrap();
+    let out = isolated_bin().args(["config", "default"]).output().unwrap();
     let f = dir.join("default.toml");
     std::fs::write(&f, &out.stdout).unwrap();
-    let check = bin().args(["config", "check"]).arg(&f).output().unwrap();
+    let check = isolated_bin()
+        .args(["config", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
     assert!(check.status.success());
 }
 
 #[test]
 fn explain_prints_hash_and_fingerprints() {
-    let out = bin()
+    let out = isolated_bin()
         .args([
             "explain",
             "bash",
@@ -598,7 +613,10 @@ fn explain_prints_hash_and_fingerprints() {
     assert_eq!(hash_line.split_whitespace().nth(1).unwrap().len(), 64);
     assert!(text.contains("mutating:   no\n"), "{text}");
     let mutating = |tool: &str, args: &str| {
-        let out = bin().args(["explain", tool, args]).output().unwrap();
+        let out = isolated_bin()
+            .args(["explain", tool, args])
+            .output()
+            .unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
         text.lines()
             .find(|l| l.starts_with("mutating:"))
@@ -613,7 +631,7 @@ fn explain_prints_hash_and_fingerprints() {
     assert!(mutating("str_replace_editor", r#"{"command":"view","path":"a.py"}"#).ends_with("no"));
     assert!(mutating("Bash", r#"{"command":"sed -i 's/a/b/' f.py && pytest"}"#).contains("yes"));
     assert!(mutating("Bash", r#"{"command":"pytest 2>&1 | tail"}"#).ends_with("no"));
-    let out = bin()
+    let out = isolated_bin()
         .args(["explain", "bash", "{\"command\": \"secret-token"])
         .output()
         .unwrap();
@@ -634,7 +652,7 @@ fn explain_with_a_session_shows_the_unchanged_track() {
     let dir = tmpdir("cli", "explain-session");
     let state = dir.join("state.db");
     let hook = |payload: serde_json::Value| {
-        let mut c = bin();
+        let mut c = isolated_bin();
         c.args(["hook", "claude"]).env("LOOPBRAKE_STATE", &state);
         let out = support::run_with_stdin(&mut c, payload.to_string().as_bytes());
         String::from_utf8(out.stdout).unwrap()
@@ -658,7 +676,7 @@ fn explain_with_a_session_shows_the_unchanged_track() {
         post["tool_response"] = serde_json::json!({"filePath": "/w/a.py"});
         hook(post);
     }
-    let out = bin()
+    let out = isolated_bin()
         .args([
             "explain",
             "--session",
@@ -695,7 +713,7 @@ fn explain_with_a_session_shows_the_unchanged_track() {
         "{asked}"
     );
     // A session the store does not know is explained as empty, not as an error.
-    let out = bin()
+    let out = isolated_bin()
         .args([
             "explain",
             "--session",
@@ -754,7 +772,7 @@ fn a_closed_stdout_ends_every_command_quietly() {
         vec!["replay", "--from", "trajectory", "--report", corpus],
     ];
     for args in cases {
-        let mut child = bin()
+        let mut child = isolated_bin()
             .args(&args)
             .env("LOOPBRAKE_STATE", dir.join("state.db"))
             .current_dir(&dir)
@@ -784,7 +802,10 @@ fn replay_exits_1_when_a_call_was_judged_without_its_store() {
     )
     .unwrap();
     let out = run_with_stdin(
-        bin().args(["replay", "--config"]).arg(&cfg).arg("-"),
+        isolated_bin()
+            .args(["replay", "--config"])
+            .arg(&cfg)
+            .arg("-"),
         b"{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\"}\n",
     );
     let line = String::from_utf8(out.stdout).unwrap();
@@ -799,7 +820,7 @@ fn replay_exits_1_when_a_call_was_judged_without_its_store() {
 fn nesting_past_the_limit_is_named_as_such() {
     let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
     let line = format!("{{\"event\":\"call\",\"session\":\"s\",\"id\":\"1\",\"tool\":\"t\",\"args\":{{\"a\":{deep}}}}}\n");
-    let out = run_with_stdin(bin().args(["replay", "-"]), line.as_bytes());
+    let out = run_with_stdin(isolated_bin().args(["replay", "-"]), line.as_bytes());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("nests deeper than 128 levels"), "{text}");
     assert!(!text.contains("syntax error"), "{text}");
@@ -829,7 +850,7 @@ fn secret_loop() -> String {
 }
 
 fn replay_with(args: &[&str], input: &str) -> (String, String) {
-    let out = run_with_stdin(bin().arg("replay").args(args), input.as_bytes());
+    let out = run_with_stdin(isolated_bin().arg("replay").args(args), input.as_bytes());
     (
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
@@ -863,7 +884,7 @@ fn secrets_are_redacted_from_every_output() {
         let mode = std::fs::metadata(&html).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
-    let out = bin()
+    let out = isolated_bin()
         .args(["explain", "bash"])
         .arg(format!(
             "{{\"command\":\"curl -H 'Authorization: Bearer {}' https://a.com\"}}",

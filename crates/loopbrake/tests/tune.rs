@@ -5,19 +5,7 @@ mod support;
 use support::*;
 
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
-    // Isolate from the developer's own configuration.
-    c.env_remove("LOOPBRAKE_CONFIG")
-        .env_remove("LOOPBRAKE_MAX_REPEATS")
-        .env_remove("DSH_LOOP_BRAKE_MAX_REPEATS")
-        .env("XDG_CONFIG_HOME", "/nonexistent")
-        .env("HOME", "/nonexistent")
-        .current_dir(std::env::temp_dir());
-    c
-}
+use std::process::Output;
 
 fn corpus() -> std::path::PathBuf {
     repo().join("examples/trajectories/calls.jsonl.gz")
@@ -43,7 +31,10 @@ const TWICE: &str = r#"{"event":"call","session":"s","id":"1","tool":"search","a
 "#;
 
 fn tune_json(args: &[&str], input: &str) -> Value {
-    let out = run_with_stdin(bin().arg("tune").args(args).arg("--json"), input.as_bytes());
+    let out = run_with_stdin(
+        isolated_bin().arg("tune").args(args).arg("--json"),
+        input.as_bytes(),
+    );
     assert_success(&out);
     serde_json::from_str(&stdout(&out)).unwrap()
 }
@@ -55,7 +46,7 @@ fn tune_json(args: &[&str], input: &str) -> Value {
 fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_harmless_setting() {
     let out = output_with_deadline(
         {
-            let mut c = bin();
+            let mut c = isolated_bin();
             c.args(["tune", "--from", "trajectory", "--json"])
                 .arg(corpus());
             c
@@ -104,7 +95,7 @@ fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_har
 /// the same input: the same replay, the same judge.
 #[test]
 fn the_base_figures_equal_the_replay_report() {
-    let out = bin()
+    let out = isolated_bin()
         .args(["replay", "--from", "trajectory", "--report"])
         .arg(corpus())
         .output()
@@ -128,7 +119,7 @@ fn the_base_figures_equal_the_replay_report() {
     let new_info = number_before(&report, " would have brought new information");
     // The sweep of one value that is the base's own: the base alone.
     let v = {
-        let out = bin()
+        let out = isolated_bin()
             .args([
                 "tune",
                 "--from",
@@ -162,7 +153,10 @@ fn the_base_figures_equal_the_replay_report() {
     let cfg = dir.join("loopbrake.toml");
     std::fs::write(&cfg, "[streak]\nmax_repeats = 2\n").unwrap();
     let replay = run_with_stdin(
-        bin().arg("--config").arg(&cfg).args(["replay", "--report"]),
+        isolated_bin()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["replay", "--report"]),
         TWICE.as_bytes(),
     );
     assert_success(&replay);
@@ -200,7 +194,7 @@ fn a_grid_of_the_users_is_judged_and_the_recommendation_is_printed_as_toml() {
     assert_eq!(v["recommended"]["toml"], "[streak]\nmax_repeats = 2\n");
 
     let out = run_with_stdin(
-        bin().args(["tune", "--sweep", "streak.max_repeats=2,3,4"]),
+        isolated_bin().args(["tune", "--sweep", "streak.max_repeats=2,3,4"]),
         TWICE.as_bytes(),
     );
     assert_success(&out);
@@ -223,7 +217,7 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
     let original = "# my settings, tuned by hand\n[streak]\n# how many repeats\nmax_repeats = 3 # the default\n\n[store]\nkind = \"memory\"\n";
     std::fs::write(&cfg, original).unwrap();
     let out = run_with_stdin(
-        bin()
+        isolated_bin()
             .arg("--config")
             .arg(&cfg)
             .args(["tune", "--sweep", "streak.max_repeats=2,3,4", "--write"])
@@ -236,7 +230,11 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
     assert!(text.contains("# how many repeats"), "{text}");
     assert!(text.contains("max_repeats = 2"), "{text}");
     assert!(text.contains("[store]\nkind = \"memory\""), "{text}");
-    let check = bin().args(["config", "check"]).arg(&cfg).output().unwrap();
+    let check = isolated_bin()
+        .args(["config", "check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert_success(&check);
     assert!(
         stdout(&check).contains("max_repeats = 2"),
@@ -247,7 +245,7 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
     // A file that does not exist yet: created, owner-only, and it loads.
     let fresh = dir.join("new.toml");
     let out = run_with_stdin(
-        bin()
+        isolated_bin()
             .args(["tune", "--sweep", "max_repeats=2,4", "--write"])
             .arg(&fresh),
         TWICE.as_bytes(),
@@ -264,7 +262,7 @@ fn write_merges_the_recommendation_keeping_comments_and_other_tables() {
         assert_eq!(mode, 0o600);
     }
     assert_success(
-        &bin()
+        &isolated_bin()
             .args(["config", "check"])
             .arg(&fresh)
             .output()
@@ -287,7 +285,7 @@ fn html_writes_the_frontier_chart_beside_the_table() {
 {"event":"end","session":"p"}
 "#;
     let out = run_with_stdin(
-        bin()
+        isolated_bin()
             .args(["tune", "--sweep", "streak.max_repeats=2,3,4", "--html"])
             .arg(&page),
         format!("{TWICE}{progress}").as_bytes(),
@@ -320,7 +318,7 @@ fn a_history_without_outputs_is_refused() {
 {"event":"result","id":"2","outcome":{}}
 {"event":"end","session":"s"}
 "#;
-    let out = run_with_stdin(bin().arg("tune"), calls_only.as_bytes());
+    let out = run_with_stdin(isolated_bin().arg("tune"), calls_only.as_bytes());
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
         stderr(&out).contains("cannot measure harm"),
@@ -329,7 +327,7 @@ fn a_history_without_outputs_is_refused() {
     );
     assert!(stdout(&out).is_empty());
 
-    let out = run_with_stdin(bin().arg("tune"), b"");
+    let out = run_with_stdin(isolated_bin().arg("tune"), b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no tool calls"), "{}", stderr(&out));
 }
@@ -342,9 +340,9 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         "{}not json\n",
         TWICE.lines().next().unwrap().to_owned() + "\n"
     );
-    let out = run_with_stdin(bin().arg("tune"), bad.as_bytes());
+    let out = run_with_stdin(isolated_bin().arg("tune"), bad.as_bytes());
     assert_eq!(out.status.code(), Some(2));
-    let replay = run_with_stdin(bin().arg("replay"), bad.as_bytes());
+    let replay = run_with_stdin(isolated_bin().arg("replay"), bad.as_bytes());
     let replay_line: Value = serde_json::from_str(stdout(&replay).lines().nth(1).unwrap()).unwrap();
     assert_eq!(
         stderr(&out).trim(),
@@ -354,7 +352,7 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         )
     );
 
-    let out = bin().arg("tune").arg(corpus()).output().unwrap();
+    let out = isolated_bin().arg("tune").arg(corpus()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("run `loopbrake tune --from trajectory` on it"),
@@ -362,7 +360,7 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         stderr(&out)
     );
 
-    let out = bin()
+    let out = isolated_bin()
         .args(["tune", "/nonexistent/runs.jsonl"])
         .output()
         .unwrap();
@@ -373,7 +371,7 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         stderr(&out)
     );
 
-    let out = bin()
+    let out = isolated_bin()
         .args(["tune", "--from", "nope"])
         .arg(corpus())
         .output()
@@ -392,12 +390,15 @@ fn bad_input_and_bad_flags_get_clear_errors() {
         ("streak.max_repeats", "must be KEY=V1,V2"),
         ("window=", "names no value"),
     ] {
-        let out = run_with_stdin(bin().args(["tune", "--sweep", sweep]), TWICE.as_bytes());
+        let out = run_with_stdin(
+            isolated_bin().args(["tune", "--sweep", sweep]),
+            TWICE.as_bytes(),
+        );
         assert_eq!(out.status.code(), Some(2), "{sweep}");
         assert!(stderr(&out).contains(says), "{sweep}: {}", stderr(&out));
     }
     let out = run_with_stdin(
-        bin().args([
+        isolated_bin().args([
             "tune",
             "--sweep",
             "window=8",
@@ -410,13 +411,13 @@ fn bad_input_and_bad_flags_get_clear_errors() {
     assert!(stderr(&out).contains("twice"), "{}", stderr(&out));
 
     // --jobs 0 is refused as replay refuses it.
-    let out = bin()
+    let out = isolated_bin()
         .args(["tune", "--jobs", "0"])
         .arg(corpus())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let replay = bin()
+    let replay = isolated_bin()
         .args(["replay", "--jobs", "0"])
         .arg(corpus())
         .output()
@@ -438,7 +439,7 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
         "cycle_limit=2,3",
     ];
     let run = |jobs: &str| {
-        let out = bin()
+        let out = isolated_bin()
             .arg("tune")
             .args(args)
             .args(["--json", "--jobs", jobs])
@@ -457,7 +458,12 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
 
     // The same sweep as a table for people: one row per setting with its figures, the
     // frontier marked, the recommendation named and printed as TOML.
-    let out = bin().arg("tune").args(args).arg(corpus()).output().unwrap();
+    let out = isolated_bin()
+        .arg("tune")
+        .args(args)
+        .arg(corpus())
+        .output()
+        .unwrap();
     assert_success(&out);
     let text = stdout(&out);
     assert!(

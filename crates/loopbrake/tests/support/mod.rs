@@ -9,6 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The `loopbrake` command under test, isolated from the developer's own configuration
+/// (no config file, no environment overrides, run in the temporary folder).
+pub fn isolated_bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
+    c.env_remove("LOOPBRAKE_CONFIG")
+        .env_remove("LOOPBRAKE_MAX_REPEATS")
+        .env_remove("DSH_LOOP_BRAKE_MAX_REPEATS")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .env("HOME", "/nonexistent")
+        .current_dir(std::env::temp_dir());
+    c
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
