@@ -8,13 +8,17 @@
 //!   read-modify-write of the session's state in the store;
 //! - a user message or an end reaching the session's sub-agents too;
 //! - the failure policy: what a call loopbrake cannot judge gets ([`Sessions::unjudged`]),
-//!   and the text that says why (one place, every adapter).
+//!   and the text that says why (one place, every adapter);
+//! - telling whoever watches (metrics, traces, logs: an [`Observer`]) what each event
+//!   became, after the store kept it. Observers are told, never consulted: nothing they do
+//!   changes a decision.
 #![deny(missing_docs)]
 
 use loopbrake_core::{
     Call, Decision, Engine, EngineError, Outcome, PostDecision, SessionState, Settled,
 };
 use loopbrake_store::{update, with_sub_agents, Store, StoreError};
+use std::time::{Duration, Instant};
 
 pub use loopbrake_core::engine::{agent_key_prefix, is_agent_key, AGENT_SEPARATOR};
 
@@ -56,12 +60,83 @@ pub struct Unjudged {
     pub refusal: String,
 }
 
+/// Watches what the session service does (metrics, traces, logs). Told after each event
+/// with what it became; never consulted. Implementations must be cheap and must not block:
+/// they run on the adapter's path of every tool call.
+pub trait Observer: Send + Sync {
+    /// One event of the service and what it became.
+    fn observe(&self, event: &Observed<'_>);
+}
+
+/// One event the session service applied (or could not), for an [`Observer`].
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// The session key (empty for `Unjudged`: the policy is applied before a session is
+    /// known). An identifier for correlation, never a metric label.
+    pub session: &'a str,
+    /// What happened.
+    pub kind: ObservedKind<'a>,
+    /// Time spent in the service on this event: the engines and the store's update.
+    pub elapsed: Duration,
+    /// The W3C `traceparent` the host sent with the event, when it sent one.
+    pub traceparent: Option<&'a str>,
+}
+
+/// What an [`Observed`] event was.
+#[derive(Debug)]
+pub enum ObservedKind<'a> {
+    /// A call was judged before it ran.
+    Judged {
+        /// The call (its arguments are raw: never show them unredacted).
+        call: &'a Call<'a>,
+        /// The decision.
+        decision: &'a Decision,
+    },
+    /// The operator answered an ask.
+    Answered {
+        /// The asked call.
+        call_id: &'a str,
+        /// Approved or declined.
+        approved: bool,
+        /// What the answer became.
+        decision: &'a Decision,
+    },
+    /// What a call did was recorded.
+    Recorded {
+        /// The call.
+        call_id: &'a str,
+        /// Its outcome (its output is raw: never show it unredacted).
+        outcome: &'a Outcome,
+        /// What the engines made of it.
+        post: &'a PostDecision,
+    },
+    /// Asks were settled as declined by a user message, the end of a turn or of the session.
+    Settled {
+        /// The settled asks.
+        settled: &'a [Settled],
+    },
+    /// The service could not apply an event (the store failed, the engines refused it).
+    Failed {
+        /// `pre`, `answer`, `post`, `user_message`, `close_open_calls` or `end`.
+        operation: &'static str,
+        /// Why.
+        error: &'a SessionError,
+    },
+    /// The failure policy was applied to a call loopbrake could not judge.
+    Unjudged {
+        /// What the call got.
+        unjudged: &'a Unjudged,
+    },
+}
+
 /// The session service over a store: the engines, where their state lives, and the failure
 /// policy. A cheap view: adapters keep their engine and store and make one when needed.
 pub struct Sessions<'a, S: Store + ?Sized = dyn Store> {
     engine: &'a Engine,
     store: &'a S,
     fail_closed: bool,
+    observer: Option<&'a dyn Observer>,
+    traceparent: Option<&'a str>,
 }
 
 impl<'a, S: Store + ?Sized> Sessions<'a, S> {
@@ -71,6 +146,77 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
             engine,
             store,
             fail_closed: false,
+            observer: None,
+            traceparent: None,
+        }
+    }
+
+    /// The same service telling `observer` what each event became.
+    pub fn with_observer(mut self, observer: Option<&'a dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The same service with the W3C `traceparent` the host sent with this event, handed to
+    /// the observer.
+    pub fn with_traceparent(mut self, traceparent: Option<&'a str>) -> Self {
+        self.traceparent = traceparent;
+        self
+    }
+
+    /// One engine step on the session's state in the store.
+    fn engine_step<R>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut SessionState) -> Result<R, EngineError>,
+    ) -> Result<R, SessionError> {
+        Ok(self.apply(key, f)??)
+    }
+
+    /// `step` on each of `keys` in turn, the asks each settled gathered; the first failure
+    /// stops.
+    fn each_key(
+        &self,
+        keys: Result<Vec<String>, StoreError>,
+        mut step: impl FnMut(&str) -> Result<Vec<Settled>, StoreError>,
+    ) -> Result<Vec<Settled>, SessionError> {
+        let mut settled = Vec::new();
+        for k in keys? {
+            settled.extend(step(&k)?);
+        }
+        Ok(settled)
+    }
+
+    /// The time now, when an observer watches (else no clock is read).
+    fn started(&self) -> Option<Instant> {
+        self.observer.map(|_| Instant::now())
+    }
+
+    /// Tells the observer what an event that began at `started` became: `seen` of its
+    /// result, or `Failed`.
+    fn tell<'x, R>(
+        &self,
+        session: &str,
+        operation: &'static str,
+        started: Option<Instant>,
+        result: &'x Result<R, SessionError>,
+        seen: impl FnOnce(&'x R) -> Option<ObservedKind<'x>>,
+    ) {
+        let (Some(observer), Some(started)) = (self.observer, started) else {
+            return;
+        };
+        let elapsed = started.elapsed();
+        let kind = match result {
+            Ok(r) => seen(r),
+            Err(error) => Some(ObservedKind::Failed { operation, error }),
+        };
+        if let Some(kind) = kind {
+            observer.observe(&Observed {
+                session,
+                kind,
+                elapsed,
+                traceparent: self.traceparent,
+            });
         }
     }
 
@@ -101,7 +247,12 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
 
     /// Judges a call before it runs.
     pub fn pre(&self, key: &str, call: &Call<'_>) -> Result<Decision, SessionError> {
-        Ok(self.apply(key, |st| self.engine.pre(st, call))??)
+        let started = self.started();
+        let result = self.engine_step(key, |st| self.engine.pre(st, call));
+        self.tell(key, "pre", started, &result, |decision| {
+            Some(ObservedKind::Judged { call, decision })
+        });
+        result
     }
 
     /// The operator's answer to an ask.
@@ -111,7 +262,16 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         call_id: &str,
         approved: bool,
     ) -> Result<Decision, SessionError> {
-        Ok(self.apply(key, |st| self.engine.answer(st, call_id, approved))??)
+        let started = self.started();
+        let result = self.engine_step(key, |st| self.engine.answer(st, call_id, approved));
+        self.tell(key, "answer", started, &result, |decision| {
+            Some(ObservedKind::Answered {
+                call_id,
+                approved,
+                decision,
+            })
+        });
+        result
     }
 
     /// Records what a call did.
@@ -121,7 +281,16 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         call_id: &str,
         outcome: &Outcome,
     ) -> Result<PostDecision, SessionError> {
-        Ok(self.apply(key, |st| self.engine.post(st, call_id, outcome))??)
+        let started = self.started();
+        let result = self.engine_step(key, |st| self.engine.post(st, call_id, outcome));
+        self.tell(key, "post", started, &result, |post| {
+            Some(ObservedKind::Recorded {
+                call_id,
+                outcome,
+                post,
+            })
+        });
+        result
     }
 
     /// Records what a call that *ran* did, finding its id in the session's state (hosts
@@ -133,22 +302,32 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         find_id: impl Fn(&SessionState) -> String,
         outcome: &Outcome,
     ) -> Result<PostDecision, SessionError> {
-        Ok(self.apply(key, |st| {
+        let started = self.started();
+        let result = self.engine_step(key, |st| {
             let id = find_id(st);
             if st.breaker.pending_asks().iter().any(|x| x == &id) {
                 let _ = self.engine.answer(st, &id, true);
             }
             self.engine.post(st, &id, outcome)
-        })??)
+        });
+        self.tell(key, "post", started, &result, |post| {
+            Some(ObservedKind::Recorded {
+                call_id: &post.id,
+                outcome,
+                post,
+            })
+        });
+        result
     }
 
     /// A real human message: the session and its sub-agents start afresh.
     pub fn user_message(&self, session: &str) -> Result<Vec<Settled>, SessionError> {
-        let mut settled = Vec::new();
-        for k in with_sub_agents(self.store, session)? {
-            settled.extend(self.apply(&k, |st| self.engine.user_message(st))?);
-        }
-        Ok(settled)
+        let started = self.started();
+        let result = self.each_key(with_sub_agents(self.store, session), |k| {
+            Ok(self.apply(k, |st| self.engine.user_message(st))?)
+        });
+        self.tell(session, "user_message", started, &result, settled_kind);
+        result
     }
 
     /// A batch or turn is over: calls that never got an outcome are closed and asks nobody
@@ -159,36 +338,56 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         key: &str,
         sub_agents: bool,
     ) -> Result<Vec<Settled>, SessionError> {
+        let started = self.started();
         let keys = if sub_agents {
-            with_sub_agents(self.store, key)?
+            with_sub_agents(self.store, key)
         } else {
-            vec![key.to_string()]
+            Ok(vec![key.to_string()])
         };
-        let mut settled = Vec::new();
-        for k in keys {
-            if self.store.get(&k)?.is_some() {
-                settled.extend(self.apply(&k, |st| self.engine.close_open_calls(st))?);
-            }
-        }
-        Ok(settled)
+        let result = self.each_key(keys, |k| match self.store.get(k)? {
+            Some(_) => Ok(self.apply(k, |st| self.engine.close_open_calls(st))?),
+            None => Ok(Vec::new()),
+        });
+        self.tell(key, "close_open_calls", started, &result, settled_kind);
+        result
     }
 
     /// The session ends: its asks are settled and it (and its sub-agents) are forgotten.
     pub fn end(&self, session: &str) -> Result<Vec<Settled>, SessionError> {
-        let mut settled = Vec::new();
-        for k in with_sub_agents(self.store, session)? {
-            if let Some(mut st) = self.store.get(&k)? {
-                settled.extend(self.engine.end(&mut st));
-            }
-            self.store.remove(&k)?;
-        }
-        Ok(settled)
+        let started = self.started();
+        let result = self.each_key(with_sub_agents(self.store, session), |k| {
+            let settled = match self.store.get(k)? {
+                Some(mut st) => self.engine.end(&mut st),
+                None => Vec::new(),
+            };
+            self.store.remove(k)?;
+            Ok(settled)
+        });
+        self.tell(session, "end", started, &result, settled_kind);
+        result
     }
 
     /// What a call gets when loopbrake cannot judge it, by this service's failure policy.
+    /// The observer is told the policy was applied (to `session`, the call's session key).
     pub fn unjudged(&self, problem: &str) -> Unjudged {
-        unjudged(problem, self.fail_closed)
+        let unjudged = unjudged(problem, self.fail_closed);
+        if let Some(observer) = self.observer {
+            observer.observe(&Observed {
+                session: "",
+                kind: ObservedKind::Unjudged {
+                    unjudged: &unjudged,
+                },
+                elapsed: Duration::ZERO,
+                traceparent: self.traceparent,
+            });
+        }
+        unjudged
     }
+}
+
+/// Settled asks are worth telling only when there are some.
+fn settled_kind(settled: &Vec<Settled>) -> Option<ObservedKind<'_>> {
+    (!settled.is_empty()).then(|| ObservedKind::Settled { settled })
 }
 
 /// What a call gets when loopbrake cannot judge it (its store failed, its configuration or
