@@ -324,7 +324,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
     pub fn user_message(&self, session: &str) -> Result<Vec<Settled>, SessionError> {
         let started = self.started();
         let result = self.each_key(with_sub_agents(self.store, session), |k| {
-            Ok(self.apply(k, |st| self.engine.user_message(st))?)
+            self.apply(k, |st| self.engine.user_message(st))
         });
         self.tell(session, "user_message", started, &result, settled_kind);
         result

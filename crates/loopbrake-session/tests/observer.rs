@@ -69,7 +69,9 @@ fn the_observer_sees_each_judgement_outcome_and_failure_with_the_hosts_tracepare
         },
     );
     let sessions = Sessions::new(&engine, &store).with_observer(Some(&log));
-    assert!(sessions.post("s", "no-such-call", &Outcome::success("x")).is_err());
+    assert!(sessions
+        .post("s", "no-such-call", &Outcome::success("x"))
+        .is_err());
     let _ = sessions.unjudged("sqlite /x: locked");
     let log = log.0.into_inner().unwrap();
     assert_eq!(
