@@ -209,6 +209,8 @@ impl NativeEngine {
                 engine: &self.engine,
                 store: Ok(&self.store),
                 fail_closed,
+                observer: None,
+                traceparent: None,
             };
             let reply = loopbrake_hooks::handle(
                 loopbrake_hooks::Dialect::Claude,

@@ -759,6 +759,8 @@ impl NativeBrake {
                     engine: &self.engine,
                     store: Ok(&*self.store),
                     fail_closed: self.fail_closed,
+                    observer: None,
+                    traceparent: None,
                 };
                 loopbrake_hooks::handle(
                     loopbrake_hooks::Dialect::Claude,

@@ -43,7 +43,7 @@ mod factory;
 pub mod init;
 
 use loopbrake_core::{Call, Engine, EngineError, Outcome, Verdict};
-use loopbrake_session::{SessionError, Sessions};
+use loopbrake_session::{Observer, SessionError, Sessions};
 use loopbrake_store::Store;
 use serde_json::{json, Value};
 use std::io::{Read, Seek, SeekFrom};
@@ -119,6 +119,11 @@ pub struct Context<'a> {
     pub store: Result<&'a dyn Store, &'a Unavailable>,
     /// Refuse `PreToolUse` calls when loopbrake itself fails.
     pub fail_closed: bool,
+    /// Told what the hook's event became (metrics, traces, logs).
+    pub observer: Option<&'a dyn Observer>,
+    /// The W3C `traceparent` of the agent's own trace (the hook's `TRACEPARENT`
+    /// environment variable), for the observer.
+    pub traceparent: Option<&'a str>,
 }
 
 /// Why a hook payload could not be used. Messages never quote the payload: it may
@@ -239,7 +244,7 @@ pub fn handle_event(
     let result = match (payload, ctx.store) {
         (Err(e), _) => Err(HookError::Payload(e)),
         (Ok(_), Err(e)) => Err(HookError::Store(e)),
-        (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx.engine, store),
+        (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx, store),
     };
     let mut reply = Reply::default();
     if let Ok(store) = &ctx.store {
@@ -477,10 +482,12 @@ fn dispatch(
     dialect: Dialect,
     event: &str,
     p: &Value,
-    engine: &Engine,
+    ctx: &Context<'_>,
     store: &dyn Store,
 ) -> Result<Option<String>, HookError<'static>> {
-    let sessions = Sessions::new(engine, store);
+    let sessions = Sessions::new(ctx.engine, store)
+        .with_observer(ctx.observer)
+        .with_traceparent(ctx.traceparent);
     match dialect {
         Dialect::Copilot => return copilot::dispatch(event, p, &sessions),
         Dialect::Cursor => return cursor::dispatch(event, p, &sessions),

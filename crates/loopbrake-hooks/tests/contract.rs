@@ -16,6 +16,8 @@ fn run(dialect: Dialect, engine: &Engine, store: &dyn Store, payload: &Value) ->
         engine,
         store: Ok(store),
         fail_closed: false,
+        observer: None,
+        traceparent: None,
     };
     let r = handle(dialect, payload.to_string().as_bytes(), &ctx);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
@@ -318,6 +320,8 @@ fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
         engine: &e,
         store: Err(&locked),
         fail_closed: false,
+        observer: None,
+        traceparent: None,
     };
     let r = handle(Dialect::Claude, pre.as_bytes(), &open);
     assert_eq!(
@@ -332,6 +336,8 @@ fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
         engine: &e,
         store: Err(&locked),
         fail_closed: true,
+        observer: None,
+        traceparent: None,
     };
     let r = handle(Dialect::Claude, pre.as_bytes(), &closed);
     let v: Value = serde_json::from_str(r.stdout.as_ref().unwrap()).unwrap();
@@ -346,6 +352,8 @@ fn when_loopbrake_fails_the_hook_fails_open_or_closed_as_configured() {
         engine: &e,
         store: Ok(&store),
         fail_closed: false,
+        observer: None,
+        traceparent: None,
     };
     let r = handle(
         Dialect::Claude,

@@ -85,7 +85,7 @@ proptest! {
         let engine = Engine::new(Config::from_toml_str("", &no_env).unwrap());
         let store = MemoryStore::new();
         for p in payloads {
-            let ctx = Context { engine: &engine, store: Ok(&store), fail_closed };
+            let ctx = Context { engine: &engine, store: Ok(&store), fail_closed, observer: None, traceparent: None };
             let reply = handle_event(dialect, event, &p, &ctx);
             if let Some(out) = reply.stdout {
                 let v: Value = serde_json::from_str(&out).unwrap();

@@ -23,6 +23,8 @@ fn ctx<'a>(engine: &'a Engine, store: &'a dyn Store) -> Context<'a> {
         engine,
         store: Ok(store),
         fail_closed: false,
+        observer: None,
+        traceparent: None,
     }
 }
 
@@ -263,6 +265,8 @@ fn cursor_a_new_prompt_starts_afresh_and_fail_closed_denies_in_cursors_words() {
         engine: &e,
         store: Err(&broken),
         fail_closed: true,
+        observer: None,
+        traceparent: None,
     };
     let r = handle(
         Dialect::Cursor,
@@ -413,6 +417,8 @@ fn copilot_without_its_event_on_the_command_line_nothing_is_judged_and_fail_clos
         engine: &e,
         store: Err(&broken),
         fail_closed: true,
+        observer: None,
+        traceparent: None,
     };
     let r = loopbrake_hooks::handle_unreadable_event(
         Dialect::Copilot,

@@ -36,7 +36,7 @@ pub mod messages;
 pub mod stdio;
 
 use loopbrake_core::{Call, Decision, Engine, Outcome, Verdict};
-use loopbrake_session::{SessionError, Sessions};
+use loopbrake_session::{Observer, SessionError, Sessions};
 use loopbrake_store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -75,6 +75,8 @@ pub struct Options {
     pub fetch: Option<Arc<loopbrake_fetch::Fetcher>>,
     /// Asked before each judged call: a new engine when the configuration changed.
     pub reload: Option<Reloader>,
+    /// Told what each judged call, answer and outcome became (metrics, traces, logs).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// Returns a new engine when the configuration changed, else `None`.
@@ -271,7 +273,8 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let sessions = Sessions::new(&engine, self.opts.store.as_ref())
-            .with_fail_closed(self.opts.fail_closed);
+            .with_fail_closed(self.opts.fail_closed)
+            .with_observer(self.opts.observer.as_deref());
         if self.opts.store.may_block() {
             tokio::task::block_in_place(|| f(&sessions))
         } else {

@@ -86,6 +86,7 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
         http_session: None,
         fetch: None,
         reload: None,
+        observer: None,
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
     // The server: answers every JSON-RPC request (however deep its params), ignores

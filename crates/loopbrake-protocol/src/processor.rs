@@ -10,7 +10,7 @@ use loopbrake_core::progress::OutputDigest;
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
 };
-use loopbrake_session::{SessionError, Sessions};
+use loopbrake_session::{Observer, SessionError, Sessions};
 use loopbrake_store::Store;
 use serde::Serialize;
 use serde_json::Value;
@@ -208,6 +208,7 @@ pub struct Processor {
     fail_closed: bool,
     call_digests: bool,
     reload: Option<Reloader>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 /// Asked before each event: a new engine when the configuration changed (`serve` reloads
@@ -227,7 +228,14 @@ impl Processor {
             fail_closed: false,
             call_digests: false,
             reload: None,
+            observer: None,
         }
+    }
+
+    /// The processor telling `observer` (metrics, traces, logs) what each event became.
+    pub fn with_observer(mut self, observer: Option<Arc<dyn Observer>>) -> Self {
+        self.observer = observer;
+        self
     }
 
     /// Checks for a new engine before each event (sessions keep their state).
@@ -567,7 +575,9 @@ impl Processor {
 
     /// The session service over this processor's engines and store.
     fn sessions(&self) -> Sessions<'_, dyn Store> {
-        Sessions::new(&self.engine, self.store.as_ref()).with_fail_closed(self.fail_closed)
+        Sessions::new(&self.engine, self.store.as_ref())
+            .with_fail_closed(self.fail_closed)
+            .with_observer(self.observer.as_deref())
     }
 
     fn user(&mut self, line_no: u64, session: &str) -> Handled {

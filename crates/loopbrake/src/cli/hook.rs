@@ -69,6 +69,8 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         engine: &engine,
         store: store.as_ref().map(|s| s.as_ref()),
         fail_closed: store_settings.fail_closed,
+        observer: None,
+        traceparent: None,
     };
     let reply = match early {
         Some(reason) => handle_unreadable_event(dialect, event, reason, &ctx),

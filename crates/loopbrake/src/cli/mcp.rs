@@ -171,6 +171,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fail_closed: s.store.fail_closed,
         http_session: None,
         fetch,
+        observer: None,
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if listen.is_none() {
@@ -190,6 +191,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             let template = opts;
             let store = template.store;
             let fetch = template.fetch;
+            let observer = template.observer;
             let (ask_timeout, fail_closed) = (template.ask_timeout, template.fail_closed);
             // The stdio relay's reloader, asked once per new client session instead.
             let current = std::sync::Mutex::new((template.engine, template.reload));
@@ -208,6 +210,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                     http_session: None,
                     fetch: fetch.clone(),
                     reload: None,
+                    observer: observer.clone(),
                 }
             };
             let listener = tokio::net::TcpListener::bind(addr)
