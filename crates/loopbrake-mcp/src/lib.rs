@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod boundary;
+pub mod events;
 pub mod http;
 pub mod listen;
 pub mod messages;
@@ -77,6 +78,8 @@ pub struct Options {
     pub reload: Option<Reloader>,
     /// Told what each judged call, answer and outcome became (metrics, traces, logs).
     pub observer: Option<Arc<dyn Observer>>,
+    /// Told of downstream servers, client sessions and the proxy's warnings.
+    pub events: Option<Arc<dyn events::ProxyEvents>>,
 }
 
 /// Returns a new engine when the configuration changed, else `None`.
@@ -327,13 +330,16 @@ impl Shared {
     /// identical ones still reach the streak brake and the window), with a warning.
     async fn unjudgeable_call(self: Arc<Self>, id: Value, params: Value, raw: String) {
         let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
-        eprintln!(
-            "loopbrake mcp: the arguments of a call of {tool} nest too deep to judge; {}",
-            if self.opts.fail_closed {
-                "refused ([store] fail_closed = true)"
-            } else {
-                "counted by their hash"
-            }
+        events::warn(
+            self.opts.events.as_ref(),
+            &format!(
+                "loopbrake mcp: the arguments of a call of {tool} nest too deep to judge; {}",
+                if self.opts.fail_closed {
+                    "refused ([store] fail_closed = true)"
+                } else {
+                    "counted by their hash"
+                }
+            ),
         );
         let policy = loopbrake_session::unjudged(
             "its arguments nest too deep to read",
@@ -393,7 +399,8 @@ impl Shared {
                 return None;
             }
             Err(SessionError::Store(problem)) => {
-                eprintln!("loopbrake mcp: could not judge a call of {tool}: {problem}");
+                let line = format!("loopbrake mcp: could not judge a call of {tool}: {problem}");
+                events::warn(self.opts.events.as_ref(), &line);
                 let policy =
                     loopbrake_session::unjudged(&problem.to_string(), self.opts.fail_closed);
                 if policy.refuse {

@@ -29,6 +29,7 @@
 //! [`SessionLimits::max_per_client`] per client address.
 
 use crate::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
+use crate::events::ProxyEvents;
 use crate::{run_child, run_fetch_only, run_http, Options, ProxyError};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
@@ -491,25 +492,42 @@ fn start_session(
     }
     // The relay itself, with its downstream.
     let opts = (shared.listen.options)(format!("mcp-http:{id}"));
+    let events = opts.events.clone();
     let downstream = shared.listen.downstream.clone();
     tokio::spawn(async move {
+        let tell = |f: fn(&dyn ProxyEvents)| {
+            if let Some(e) = &events {
+                f(e.as_ref());
+            }
+        };
+        tell(|e| e.client_session_started());
+        if !matches!(downstream, Downstream::None) {
+            tell(|e| e.downstream_started());
+        }
         let result: Result<(), ProxyError> = match downstream {
             Downstream::Command(cmd) => match run_child(opts, relay_in, relay_out, &cmd).await {
                 Ok(run) => run.result,
                 Err(e) => {
-                    eprintln!(
+                    tell(|e| e.downstream_failed());
+                    let line = format!(
                         "loopbrake mcp: cannot start the MCP server {:?}: {e}",
                         cmd[0]
                     );
-                    return;
+                    crate::events::warn(events.as_ref(), &line);
+                    Ok(())
                 }
             },
             Downstream::Url(url) => run_http(opts, relay_in, relay_out, url).await,
             Downstream::None => run_fetch_only(opts, relay_in, relay_out).await,
         };
         if let Err(e) = result {
-            eprintln!("loopbrake mcp: a client session ended: {e}");
+            if matches!(e, ProxyError::Downstream(_)) {
+                tell(|e| e.downstream_failed());
+            }
+            let line = format!("loopbrake mcp: a client session ended: {e}");
+            crate::events::warn(events.as_ref(), &line);
         }
+        tell(|e| e.client_session_ended());
     });
     Ok(session)
 }

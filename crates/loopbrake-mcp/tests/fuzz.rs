@@ -87,6 +87,7 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
         fetch: None,
         reload: None,
         observer: None,
+        events: None,
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
     // The server: answers every JSON-RPC request (however deep its params), ignores

@@ -56,6 +56,7 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
         fetch: None,
         reload: None,
         observer: None,
+        events: None,
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
 

@@ -6,6 +6,10 @@
 //! An adapter is handed one observer; [`Fanout`] makes several (metrics, traces, logs) one.
 #![deny(missing_docs)]
 
+pub mod http;
+pub mod log;
+pub mod process;
+
 use loopbrake_session::{Observed, Observer};
 use std::sync::Arc;
 

@@ -558,19 +558,21 @@ impl Watcher {
         }
     }
 
-    /// The configuration again when the file changed, is valid, and changed a table the
-    /// command applies.
-    pub fn changed(&mut self) -> Option<Loaded> {
+    /// What the file's latest edit, if any, means for the running command: nothing, a
+    /// configuration to take into use, tables that wait for a restart, or an invalid file
+    /// kept out. Each but the first comes with the line the operator reads.
+    pub fn poll(&mut self) -> Reload {
         let now = stamp_of(&self.path);
         if now == self.stamp {
-            return None;
+            return Reload::Unchanged;
         }
         self.stamp = now;
         let loaded = match load_file(&self.path, &process_env) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("loopbrake: {e}; keeping the previous configuration");
-                return None;
+                return Reload::Rejected(format!(
+                    "loopbrake: {e}; keeping the previous configuration"
+                ))
             }
         };
         let (applied, waiting): (Vec<&str>, Vec<&str>) = changed_tables(&self.current, &loaded)
@@ -586,12 +588,13 @@ impl Watcher {
             )
         };
         if applied.is_empty() {
-            if !waiting.is_empty() {
-                eprintln!("loopbrake: {}: {waiting}", self.path.display());
-            }
-            return None;
+            return if waiting.is_empty() {
+                Reload::Unchanged
+            } else {
+                Reload::Waiting(format!("loopbrake: {}: {waiting}", self.path.display()))
+            };
         }
-        eprintln!(
+        let line = format!(
             "loopbrake: reloaded {}: {} now in force{}",
             self.path.display(),
             tables_list(&applied),
@@ -601,6 +604,20 @@ impl Watcher {
                 format!("; {waiting}")
             }
         );
-        Some(loaded)
+        Reload::Applied(Box::new(loaded), line)
     }
+}
+
+/// What [`Watcher::poll`] found.
+#[derive(Debug)]
+pub enum Reload {
+    /// Nothing to do.
+    Unchanged,
+    /// A valid edit of tables the command applies: the configuration, and the line saying
+    /// what is now in force.
+    Applied(Box<Loaded>, String),
+    /// A valid edit of tables that take effect only after a restart: the line saying so.
+    Waiting(String),
+    /// An invalid file: the previous configuration stays; the line saying why.
+    Rejected(String),
 }

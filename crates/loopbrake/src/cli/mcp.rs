@@ -1,10 +1,13 @@
 //! `loopbrake mcp [--fetch-tool] -- COMMAND [ARGS…]`: the MCP proxy in front of a stdio
 //! server (or `--url` a Streamable HTTP one), optionally offering `web_fetch_file`.
 
+use super::operate::{Operate, Telemetry};
 use super::CliError;
 use super::Connections;
 use loopbrake::settings::{self, process_env, StoreKind};
 use loopbrake::Engine;
+use loopbrake_mcp::boundary::HttpLimits;
+use loopbrake_mcp::events::ProxyEvents;
 use loopbrake_mcp::listen::{Downstream, Listen, SessionLimits};
 use loopbrake_mcp::{Options, ProxyError};
 use std::path::Path;
@@ -85,6 +88,9 @@ pub struct Server {
     /// With --listen: the connections' limits.
     #[command(flatten)]
     pub connections: Connections,
+    /// Metrics and logs.
+    #[command(flatten)]
+    pub operate: Operate,
     /// The server's command and arguments, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -102,8 +108,10 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         max_sessions_per_client,
         session_idle,
         connections,
+        operate,
         command,
     } = server;
+    let telemetry = Telemetry::new(&operate)?;
     let sessions = SessionLimits {
         max_sessions: usize::try_from(max_sessions).unwrap_or(usize::MAX),
         max_per_client: usize::try_from(max_sessions_per_client).unwrap_or(usize::MAX),
@@ -140,7 +148,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     } else {
         None
     };
-    let store = s.store.open(StoreKind::Memory, &process_env)?;
+    let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     let default_session = session.unwrap_or_else(|| {
         let t = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -149,9 +157,10 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         format!("mcp-proxy:{}:{t}", std::process::id())
     });
     let fetcher = fetch.clone();
+    let reloads = telemetry.clone();
     let reload: Option<loopbrake_mcp::Reloader> = watcher.map(|mut w| {
         Box::new(move || {
-            w.changed().map(|mut l| {
+            reloads.reloaded(w.poll()).map(|mut l| {
                 if let Some(f) = &fetcher {
                     l.engine
                         .breaker
@@ -171,7 +180,8 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fail_closed: s.store.fail_closed,
         http_session: None,
         fetch,
-        observer: None,
+        observer: telemetry.observer(),
+        events: Some(telemetry.clone() as Arc<dyn ProxyEvents>),
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if listen.is_none() {
@@ -182,6 +192,25 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     }
     let rt = rt.enable_all().build()?;
     let outcome = rt.block_on(async move {
+        // The metrics endpoint, bound before anything else starts.
+        let metrics_addr = match telemetry.endpoint() {
+            Some((addr, endpoint)) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+                let bound = l.local_addr()?;
+                tokio::spawn(loopbrake_telemetry::http::serve(
+                    l,
+                    endpoint,
+                    HttpLimits::default(),
+                ));
+                if listen.is_none() {
+                    telemetry.metrics_at("mcp", bound);
+                }
+                Some(bound)
+            }
+            None => None,
+        };
         if let Some(addr) = listen {
             let downstream = match (url, command.is_empty()) {
                 (Some(u), _) => Downstream::Url(u),
@@ -192,6 +221,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             let store = template.store;
             let fetch = template.fetch;
             let observer = template.observer;
+            let events = template.events;
             let (ask_timeout, fail_closed) = (template.ask_timeout, template.fail_closed);
             // The stdio relay's reloader, asked once per new client session instead.
             let current = std::sync::Mutex::new((template.engine, template.reload));
@@ -211,15 +241,19 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                     fetch: fetch.clone(),
                     reload: None,
                     observer: observer.clone(),
+                    events: events.clone(),
                 }
             };
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-            eprintln!(
+            telemetry.info(&format!(
                 "loopbrake mcp: serving MCP (Streamable HTTP) at http://{}/mcp",
                 listener.local_addr()?
-            );
+            ));
+            if let Some(bound) = metrics_addr {
+                telemetry.metrics_at("mcp", bound);
+            }
             loopbrake_mcp::listen::serve(
                 Listen {
                     options: Box::new(options),
@@ -234,6 +268,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(url) = url {
+            telemetry.downstream_started();
             return match loopbrake_mcp::run_http(
                 opts,
                 loopbrake_mcp::stdio::stdin(),
@@ -244,7 +279,10 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
-                    eprintln!("loopbrake mcp: {e}; stopping");
+                    if matches!(e, ProxyError::Downstream(_)) {
+                        telemetry.downstream_failed();
+                    }
+                    telemetry.error(&format!("loopbrake mcp: {e}; stopping"));
                     Ok(ExitCode::from(1))
                 }
             };
@@ -260,11 +298,12 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
-                    eprintln!("loopbrake mcp: {e}; stopping");
+                    telemetry.error(&format!("loopbrake mcp: {e}; stopping"));
                     Ok(ExitCode::from(1))
                 }
             };
         };
+        telemetry.downstream_started();
         let run = loopbrake_mcp::run_child(
             opts,
             loopbrake_mcp::stdio::stdin(),
@@ -272,12 +311,16 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             &command,
         )
         .await
-        .map_err(|e| format!("cannot start the MCP server {program:?}: {e}"))?;
+        .map_err(|e| {
+            telemetry.downstream_failed();
+            format!("cannot start the MCP server {program:?}: {e}")
+        })?;
         match run.result {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(e @ ProxyError::Downstream(_)) => {
+                telemetry.downstream_failed();
                 let status = run.status.map(|st| format!(" ({st})")).unwrap_or_default();
-                eprintln!("loopbrake mcp: {e}{status}; stopping");
+                telemetry.error(&format!("loopbrake mcp: {e}{status}; stopping"));
                 Ok(ExitCode::from(1))
             }
             Err(e) => Err(e.to_string().into()),

@@ -32,6 +32,7 @@ mod config;
 mod explain;
 mod hook;
 mod mcp;
+mod operate;
 mod replay;
 mod sessions;
 mod tune;
@@ -111,6 +112,8 @@ enum Command {
         /// Speak the protocol on stdin/stdout.
         #[arg(long, required = true)]
         stdio: bool,
+        #[command(flatten)]
+        operate: operate::Operate,
     },
     /// Handle one coding-agent hook event (stdin JSON) and answer on stdout. Never
     /// blocks the host by accident: on its own failure it lets the call run (unless
@@ -303,7 +306,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         } => explain::run(cli.config.as_deref(), session.as_deref(), &tool, &args),
         Command::Replay(args) => replay::replay(cli.config.as_deref(), args),
         Command::Tune(args) => tune::run(cli.config.as_deref(), args),
-        Command::Serve { stdio: _ } => replay::serve(cli.config.as_deref()),
+        Command::Serve { stdio: _, operate } => replay::serve(cli.config.as_deref(), &operate),
         Command::Hook { dialect, event } => Ok(hook::run(
             cli.config.as_deref(),
             dialect.into(),

@@ -290,16 +290,25 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     )
 }
 
-pub fn serve(config: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn serve(
+    config: Option<&Path>,
+    operate: &super::operate::Operate,
+) -> Result<ExitCode, CliError> {
+    let telemetry = super::operate::Telemetry::new(operate)?;
     let s = settings::load(config)?;
-    let store = s.store.open(StoreKind::Memory, &process_env)?;
-    let mut processor =
-        Processor::new(Engine::new(s.engine.clone()), store).with_fail_closed(s.store.fail_closed);
+    let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
+    let mut processor = Processor::new(Engine::new(s.engine.clone()), store)
+        .with_fail_closed(s.store.fail_closed)
+        .with_observer(telemetry.observer());
     if let Some(mut watcher) = settings::Watcher::new(&s, loopbrake_core::config::ENGINE_TABLES) {
+        let telemetry = telemetry.clone();
         processor = processor.with_reloader(Box::new(move || {
-            watcher.changed().map(|l| Engine::new(l.engine))
+            telemetry
+                .reloaded(watcher.poll())
+                .map(|l| Engine::new(l.engine))
         }));
     }
+    telemetry.serve_metrics_on_thread("serve")?;
     let stdin = io::stdin();
     let mut out = LineWriter::new(io::stdout().lock(), true);
     run(

@@ -1,0 +1,501 @@
+//! `--metrics ADDR` and `--log-format json` of the long-running commands, through the real
+//! binary: `loopbrake serve --stdio` fed a scripted loop on stdin, `loopbrake mcp --listen`
+//! in front of a server that dies, and a real Prometheus (Debian's `prometheus`;
+//! `scripts/test` installs it when missing) scraping `serve`.
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::listener::{exchange, mcp_headers, request, send};
+
+/// A running `loopbrake serve --stdio EXTRA…`; killed when dropped.
+struct Serve {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<String>>,
+    dir: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    fn start(name: &str, extra: &[&str]) -> Serve {
+        let dir = support::tmpdir("metrics", name);
+        let cfg = dir.join("loopbrake.toml");
+        std::fs::write(&cfg, "[streak]\nmax_repeats = 3\n").unwrap();
+        let mut child = support::isolated_bin()
+            .arg("--config")
+            .arg(&cfg)
+            .env_remove("LOOPBRAKE_METRICS_TOKEN")
+            .current_dir(&dir)
+            .args(["serve", "--stdio"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            let mut l = String::new();
+            while err.read_line(&mut l).map(|n| n > 0).unwrap_or(false) {
+                sink.lock().unwrap().push_str(&l);
+                l.clear();
+            }
+        });
+        Serve {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            stderr,
+            dir,
+        }
+    }
+
+    /// Sends one event and waits for its answer line.
+    fn event(&mut self, event: &Value) -> Value {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{event}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn metrics_addr(&self) -> SocketAddr {
+        metrics_addr_in(&self.stderr)
+    }
+}
+
+/// The address of the metrics endpoint, as the command logged it on stderr.
+fn metrics_addr_in(stderr: &Mutex<String>) -> SocketAddr {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = stderr.lock().unwrap().clone();
+        if let Some(addr) = text
+            .lines()
+            .filter(|l| l.contains("metrics at"))
+            .find_map(|l| l.split("http://").nth(1))
+            .and_then(|w| w.split('/').next())
+        {
+            return addr.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no metrics address in {text:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `GET /metrics` from a loopback name: the body.
+fn scrape(addr: SocketAddr) -> String {
+    let a = send(
+        addr,
+        &request("GET", "/metrics", Some(&addr.to_string()), &[], ""),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(
+        a.header("content-type")
+            .is_some_and(|t| t.starts_with("application/openmetrics-text")),
+        "{a:?}"
+    );
+    assert!(a.body.ends_with("# EOF\n"), "{}", a.body);
+    a.body
+}
+
+/// The value of one series (its name and labels exactly as exposed).
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The scripted loop: the same call three times, each with the same result; the third is
+/// refused by the streak brake (`max_repeats = 3`).
+fn scripted_loop(serve: &mut Serve, args: &Value) -> Vec<Value> {
+    let mut answers = Vec::new();
+    for i in 1..=3 {
+        let id = format!("c{i}");
+        let call = serde_json::json!({"event": "call", "session": "s1", "id": id, "tool": "bash", "args": args});
+        answers.push(serve.event(&call));
+        let result = serde_json::json!({"event": "result", "session": "s1", "id": id, "outcome": {"exit_code": 7, "text": "Connection refused"}});
+        answers.push(serve.event(&result));
+    }
+    answers
+}
+
+#[test]
+fn serve_metrics_show_a_streak_deny_its_latency_and_nothing_left_in_flight() {
+    let mut serve = Serve::start("serve", &["--metrics", "127.0.0.1:0"]);
+    let args = serde_json::json!({"command": "curl http://127.0.0.1:9/health"});
+    let answers = scripted_loop(&mut serve, &args);
+    assert_eq!(answers[4]["verdict"], "deny", "{answers:?}");
+    assert_eq!(answers[4]["engine"], "streak", "{answers:?}");
+    let text = scrape(serve.metrics_addr());
+    assert_eq!(
+        value(
+            &text,
+            r#"loopbrake_process_calls_judged_total{verdict="deny",engine="streak"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"loopbrake_process_decision_seconds_count{operation="pre"}"#
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "loopbrake_process_calls_in_flight"),
+        Some(0.0),
+        "{text}"
+    );
+    // The store's own latency, under the same endpoint.
+    assert!(
+        value(
+            &text,
+            r#"loopbrake_process_store_seconds_count{operation="update"}"#
+        )
+        .is_some_and(|n| n >= 6.0),
+        "{text}"
+    );
+    // Neither the session key nor anything of the arguments is a label.
+    assert!(
+        !text.contains("s1") && !text.contains("127.0.0.1:9"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_call_judged_and_not_yet_recorded_is_in_flight() {
+    let mut serve = Serve::start("inflight", &["--metrics", "127.0.0.1:0"]);
+    let call = serde_json::json!({"event": "call", "session": "s1", "id": "c1", "tool": "bash", "args": {"command": "ls"}});
+    assert_eq!(serve.event(&call)["verdict"], "allow");
+    let addr = serve.metrics_addr();
+    assert_eq!(
+        value(&scrape(addr), "loopbrake_process_calls_in_flight"),
+        Some(1.0)
+    );
+    let result =
+        serde_json::json!({"event": "result", "session": "s1", "id": "c1", "output": "a b"});
+    serve.event(&result);
+    assert_eq!(
+        value(&scrape(addr), "loopbrake_process_calls_in_flight"),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn a_broken_configuration_edit_is_counted_as_a_rejected_reload() {
+    let mut serve = Serve::start("reload", &["--metrics", "127.0.0.1:0"]);
+    let call = |id: &str| serde_json::json!({"event": "call", "session": "s1", "id": id, "tool": "bash", "args": {"command": "ls"}});
+    serve.event(&call("c1"));
+    std::fs::write(
+        serve.dir.join("loopbrake.toml"),
+        "[streak]\nmax_repeats = \"many\"\n",
+    )
+    .unwrap();
+    // The file is looked at before each event.
+    serve.event(&call("c2"));
+    let addr = serve.metrics_addr();
+    let text = scrape(addr);
+    assert_eq!(
+        value(
+            &text,
+            r#"loopbrake_process_config_reloads_total{result="rejected"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        serve
+            .stderr
+            .lock()
+            .unwrap()
+            .contains("keeping the previous configuration"),
+        "{}",
+        serve.stderr.lock().unwrap()
+    );
+    // A valid edit afterwards is taken into use and counted as such.
+    std::fs::write(
+        serve.dir.join("loopbrake.toml"),
+        "[streak]\nmax_repeats = 5\n",
+    )
+    .unwrap();
+    serve.event(&call("c3"));
+    assert_eq!(
+        value(
+            &scrape(addr),
+            r#"loopbrake_process_config_reloads_total{result="ok"}"#
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn the_metrics_endpoint_serves_get_metrics_only_and_refuses_rebound_names() {
+    let serve = Serve::start("boundary", &["--metrics", "127.0.0.1:0"]);
+    let addr = serve.metrics_addr();
+    let host = addr.to_string();
+    let post = send(addr, &request("POST", "/metrics", Some(&host), &[], ""));
+    assert_eq!(post.status, 405, "{post:?}");
+    let other = send(addr, &request("GET", "/", Some(&host), &[], ""));
+    assert_eq!(other.status, 404, "{other:?}");
+    // A page whose name was rebound to 127.0.0.1 sends its own name.
+    let rebound = send(
+        addr,
+        &request("GET", "/metrics", Some("evil.example"), &[], ""),
+    );
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+}
+
+#[test]
+fn with_a_token_every_scrape_needs_it_and_beyond_loopback_one_is_required() {
+    let serve = Serve::start(
+        "token",
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--metrics-token",
+            "s3cret-token",
+        ],
+    );
+    let addr = serve.metrics_addr();
+    let host = addr.to_string();
+    let none = send(addr, &request("GET", "/metrics", Some(&host), &[], ""));
+    assert_eq!(none.status, 401, "{none:?}");
+    let wrong = send(
+        addr,
+        &request(
+            "GET",
+            "/metrics",
+            Some(&host),
+            &[("Authorization", "Bearer s3cret-tokem")],
+            "",
+        ),
+    );
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    let right = send(
+        addr,
+        &request(
+            "GET",
+            "/metrics",
+            Some("metrics.internal.example"),
+            &[("Authorization", "Bearer s3cret-token")],
+            "",
+        ),
+    );
+    assert_eq!(right.status, 200, "{right:?}");
+
+    let mut refused = support::isolated_bin();
+    refused.env_remove("LOOPBRAKE_METRICS_TOKEN").args([
+        "serve",
+        "--stdio",
+        "--metrics",
+        "0.0.0.0:0",
+    ]);
+    let out = support::output_with_deadline(refused, 20);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without a token"), "{err}");
+}
+
+#[test]
+fn mcp_listen_metrics_count_a_downstream_that_dies_and_its_client_session() {
+    // The stand-in server exits (status 3) on the first tools/call.
+    let l = support::listener::mcp("metrics-crash", "crash", &["--metrics", "127.0.0.1:0"]);
+    let addr = metrics_addr_in(&l.stderr);
+    let sid = support::listener::mcp_session(&l);
+    let text = scrape(addr);
+    assert_eq!(
+        value(&text, "loopbrake_process_downstream_starts_total"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "loopbrake_process_client_sessions"),
+        Some(1.0),
+        "{text}"
+    );
+    let call =
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"work","arguments":{}}}"#;
+    let _ = exchange(
+        l.addr,
+        &request(
+            "POST",
+            "/mcp",
+            Some(&l.host()),
+            &mcp_headers(&[("Mcp-Session-Id", &sid)]),
+            call,
+        ),
+        true,
+        Duration::from_secs(10),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = scrape(addr);
+        let errors = value(&text, "loopbrake_process_downstream_errors_total");
+        let sessions = value(&text, "loopbrake_process_client_sessions");
+        if errors == Some(1.0) && sessions == Some(0.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn json_logs_are_json_lines_with_the_decision_and_no_secret_of_the_arguments() {
+    let case = &loopbrake_testkit::CREDENTIAL_CASES[0];
+    let mut serve = Serve::start("json-log", &["--log-format", "json"]);
+    let args = serde_json::json!({"command": case.text});
+    let answers = scripted_loop(&mut serve, &args);
+    assert_eq!(answers[4]["verdict"], "deny");
+    // A rejected reload's warning is a JSON line too.
+    std::fs::write(serve.dir.join("loopbrake.toml"), "[streak\n").unwrap();
+    let call = serde_json::json!({"event": "call", "session": "s1", "id": "c9", "tool": "read", "args": {"path": "a"}});
+    serve.event(&call);
+    // At the end of its input serve exits; its stderr is then read to the end.
+    drop(serve.stdin.take());
+    let _ = serve.child.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    let text = serve.stderr.lock().unwrap().clone();
+    assert!(!text.contains(case.secret), "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let denied = lines
+        .iter()
+        .find(|v| v["event"] == "judged" && v["verdict"] == "deny")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(denied["engine"], "streak");
+    assert_eq!(denied["tool"], "bash");
+    assert_eq!(denied["call_id"], "c3");
+    assert_eq!(denied["gate"], 3);
+    assert_eq!(denied["count"], 3);
+    assert!(denied["elapsed_ms"].is_number() && denied["ts"].is_string());
+    assert_eq!(
+        lines.iter().filter(|v| v["event"] == "recorded").count(),
+        3,
+        "{text}"
+    );
+    let warning = lines
+        .iter()
+        .find(|v| v["level"] == "warn")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(warning["message"]
+        .as_str()
+        .unwrap()
+        .contains("keeping the previous configuration"));
+}
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Debian's `prometheus`, or the test fails saying how to get it.
+fn prometheus_bin() -> &'static Path {
+    let p = Path::new("/usr/bin/prometheus");
+    assert!(
+        p.exists(),
+        "this test needs Prometheus: apt-get install prometheus (scripts/test installs it)"
+    );
+    p
+}
+
+/// A running Prometheus; killed when dropped.
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_serve_and_its_api_returns_the_streak_deny() {
+    let bin = prometheus_bin();
+    let mut serve = Serve::start("prometheus", &["--metrics", "127.0.0.1:0"]);
+    let target = serve.metrics_addr();
+    let args = serde_json::json!({"command": "curl http://127.0.0.1:9/health"});
+    let answers = scripted_loop(&mut serve, &args);
+    assert_eq!(answers[4]["verdict"], "deny");
+    let dir = serve.dir.join("prometheus");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: loopbrake-serve\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let _prometheus = Prometheus(
+        Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let api: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let query = "/api/v1/query?query=loopbrake_process_calls_judged_total%7Bverdict%3D%22deny%22%2Cengine%3D%22streak%22%7D";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = exchange(
+            api,
+            &request("GET", query, Some(&api.to_string()), &[], ""),
+            true,
+            Duration::from_secs(5),
+        );
+        if let Ok(a) = &answer {
+            if a.status == 200 {
+                let v: Value = serde_json::from_str(&a.body).unwrap();
+                let result = &v["data"]["result"];
+                if let Some(series) = result.as_array().and_then(|r| r.first()) {
+                    assert_eq!(series["metric"]["job"], "loopbrake-serve", "{v}");
+                    assert_eq!(series["value"][1], "1", "{v}");
+                    break;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never returned the series: {answer:?}; its log: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
