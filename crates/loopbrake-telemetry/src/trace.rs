@@ -110,7 +110,11 @@ pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, Con
                         !n.trim().is_empty() && n.chars().count() <= 255 && !n.contains('\0')
                     })
                     .ok_or_else(|| {
-                        err(k, val, "must be a non-empty string of at most 255 characters")
+                        err(
+                            k,
+                            val,
+                            "must be a non-empty string of at most 255 characters",
+                        )
                     })?;
                 s.service_name = Some(n.to_string());
             }
@@ -134,7 +138,10 @@ pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, Con
                     // The value is never quoted: it is usually a credential.
                     let value = value
                         .as_str()
-                        .filter(|x| x.len() <= 8192 && x.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
+                        .filter(|x| {
+                            x.len() <= 8192
+                                && x.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+                        })
                         .ok_or_else(|| {
                             ConfigError::new(
                                 key,
@@ -142,7 +149,8 @@ pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, Con
                                 "must be a string of printable ASCII, at most 8192 bytes",
                             )
                         })?;
-                    s.headers.insert(name.to_ascii_lowercase(), value.to_string());
+                    s.headers
+                        .insert(name.to_ascii_lowercase(), value.to_string());
                 }
             }
             "record_arguments" => {
@@ -234,10 +242,9 @@ impl Tracing {
         if set(env, "OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return None;
         }
-        if set(env, "OTEL_TRACES_EXPORTER").is_some_and(|v| {
-            v.split(',')
-                .all(|e| e.trim().eq_ignore_ascii_case("none"))
-        }) {
+        if set(env, "OTEL_TRACES_EXPORTER")
+            .is_some_and(|v| v.split(',').all(|e| e.trim().eq_ignore_ascii_case("none")))
+        {
             return None;
         }
         let traces_endpoint = set(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -452,7 +459,8 @@ impl TraceObserver {
             }
             Mode::Process => host,
         };
-        let parent = parent.map_or_else(Context::new, |p| Context::new().with_remote_span_context(p));
+        let parent =
+            parent.map_or_else(Context::new, |p| Context::new().with_remote_span_context(p));
         self.tracer
             .span_builder(name)
             .with_kind(SpanKind::Internal)
@@ -628,11 +636,19 @@ fn derived_span_id(trace: TraceId, session: &str, call_id: &str) -> SpanId {
 pub fn parse_traceparent(tp: Option<&str>) -> Option<SpanContext> {
     let tp = tp?.trim();
     let mut parts = tp.split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let hex_lower = |s: &str, n: usize| {
-        s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
-    if !hex_lower(version, 2) || version == "ff" || !hex_lower(trace, 32) || !hex_lower(span, 16) || !hex_lower(flags, 2) {
+    if !hex_lower(version, 2)
+        || version == "ff"
+        || !hex_lower(trace, 32)
+        || !hex_lower(span, 16)
+        || !hex_lower(flags, 2)
+    {
         return None;
     }
     // Version 00 has exactly four fields; a later version may append more.
@@ -665,9 +681,15 @@ fn stage_name(a: &loopbrake_core::breaker::Advisory) -> &'static str {
 
 /// The fingerprint's kind (`exact`, `cmd`, `host`…): the prefix only, never its text.
 fn fingerprint_kind(fingerprint: &str) -> &'static str {
-    const KINDS: &[&str] = &["exact", "cmd", "net", "site", "host", "sink", "family", "verb"];
+    const KINDS: &[&str] = &[
+        "exact", "cmd", "net", "site", "host", "sink", "family", "verb",
+    ];
     let prefix = fingerprint.split(':').next().unwrap_or("");
-    KINDS.iter().find(|k| **k == prefix).copied().unwrap_or("other")
+    KINDS
+        .iter()
+        .find(|k| **k == prefix)
+        .copied()
+        .unwrap_or("other")
 }
 
 /// The verdict, the engine, and the gate nearest to closing: the hit with the highest
@@ -696,7 +718,10 @@ fn decision_attributes(d: &Decision) -> Vec<KeyValue> {
     } else if let Some(r) = &d.streak_refusal {
         attrs.push(KeyValue::new("loopbrake.track", "streak"));
         attrs.push(KeyValue::new("loopbrake.gate.count", i64::from(r.count)));
-        attrs.push(KeyValue::new("loopbrake.gate.limit", i64::from(r.max_repeats)));
+        attrs.push(KeyValue::new(
+            "loopbrake.gate.limit",
+            i64::from(r.max_repeats),
+        ));
     } else if let Some(a) = d.advisories.first() {
         let track = match a.stage {
             loopbrake_core::breaker::Stage::Failure => "failure",
@@ -723,17 +748,25 @@ mod tests {
     use super::*;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
     fn traces_are_off_without_an_endpoint_and_the_environment_wins() {
         let none = TelemetrySettings::default();
         assert_eq!(Tracing::resolve(&none, &env(&[])), None);
-        let table = telemetry_table(Some(&toml::toml! {
-            endpoint = "http://table:4318/"
-            service_name = "from-table"
-        }.into()))
+        let table = telemetry_table(Some(
+            &toml::toml! {
+                endpoint = "http://table:4318/"
+                service_name = "from-table"
+            }
+            .into(),
+        ))
         .unwrap();
         let t = Tracing::resolve(&table, &env(&[])).unwrap();
         assert_eq!(t.traces_endpoint, "http://table:4318/v1/traces");
@@ -787,7 +820,10 @@ mod tests {
     fn an_invalid_traceparent_is_ignored() {
         let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let sc = parse_traceparent(Some(good)).unwrap();
-        assert_eq!(sc.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
         assert!(sc.is_sampled() && sc.is_remote());
         for bad in [
             "",

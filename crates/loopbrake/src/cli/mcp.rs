@@ -162,6 +162,16 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             })
         }) as loopbrake_mcp::Reloader
     });
+    // Built before the runtime: the exporter runs on the SDK's own thread.
+    let (traces, problem) = super::traces::Traces::start(
+        &s.telemetry,
+        loopbrake_telemetry::trace::Mode::Process,
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    );
+    if let Some(p) = problem {
+        eprintln!("loopbrake mcp: {p}");
+    }
     let opts = Options {
         engine: Engine::new(s.engine.clone()),
         reload,
@@ -171,7 +181,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fail_closed: s.store.fail_closed,
         http_session: None,
         fetch,
-        observer: None,
+        observer: traces.observer(),
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if listen.is_none() {
@@ -286,5 +296,6 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     // Tokio reads stdin on a blocking thread that a runtime drop would wait for (until
     // the client writes or closes): do not wait for it.
     rt.shutdown_background();
+    drop(traces);
     outcome
 }

@@ -34,6 +34,7 @@ mod hook;
 mod mcp;
 mod replay;
 mod sessions;
+mod traces;
 mod tune;
 mod ui;
 
