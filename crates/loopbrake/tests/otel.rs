@@ -522,3 +522,60 @@ fn the_telemetry_table_is_validated_at_load() {
     assert!(shown.contains("authorization = \"hidden\""), "{shown}");
     assert!(!shown.contains("sk-live"), "{shown}");
 }
+
+#[test]
+fn an_mcp_call_is_a_span_from_judgement_to_outcome_under_its_meta_traceparent() {
+    let rx = Receiver::start();
+    let mut child = isolated_bin()
+        .args(["mcp", "--", "python3"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
+        .arg("ok")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut exchange = move |v: Value| -> Option<Value> {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+        v.get("id")?;
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).ok()
+    };
+    exchange(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    exchange(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let answer = exchange(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "work", "arguments": {"n": 1}, "_meta": {"traceparent": traceparent()}}}),
+    )
+    .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "done");
+    drop(exchange); // closes the proxy's stdin: it exits and exports
+    let out = output_with_deadline_of(child, 15);
+    assert!(out.status.success());
+    let spans = rx.wait_for(1);
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    let s = &spans[0];
+    assert_eq!(s.name, "execute_tool work");
+    assert_eq!((s.trace.as_str(), s.parent.as_str()), (TRACE, PARENT));
+    assert_eq!(s.attrs["loopbrake.verdict"], "allow");
+    assert_eq!(s.events.len(), 1, "{s:#?}");
+    assert_eq!(s.events[0].0, "loopbrake.outcome");
+    assert_eq!(s.events[0].1["loopbrake.outcome"], "ok");
+}
+
+/// Waits (bounded) for a child whose stdin is closed.
+fn output_with_deadline_of(mut child: std::process::Child, secs: u64) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
