@@ -38,6 +38,10 @@ def env_for(label):
     os.makedirs(d, exist_ok=True)
     env = dict(os.environ, LOOPBRAKE_STATE=os.path.join(d, "state.db"), XDG_CONFIG_HOME=d, HOME=d)
     env.pop("LOOPBRAKE_CONFIG", None)
+    # Extra variables for one binary: HOOKS_ENV_<LABEL>="K=V K2=V2" (e.g. traces on).
+    for kv in os.environ.get(f"HOOKS_ENV_{label}", "").split():
+        k, _, v = kv.partition("=")
+        env[k] = v
     return env
 
 

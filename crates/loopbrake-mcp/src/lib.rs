@@ -268,6 +268,16 @@ impl Shared {
 
     /// Runs a step of the session service, off the async threads.
     fn with_sessions<R>(&self, f: impl FnOnce(&Sessions<'_, dyn Store>) -> R) -> R {
+        self.with_traced_sessions(None, f)
+    }
+
+    /// [`Shared::with_sessions`] with the W3C `traceparent` the client sent with the call
+    /// (`params._meta.traceparent`), for the observer's span.
+    fn with_traced_sessions<R>(
+        &self,
+        traceparent: Option<&str>,
+        f: impl FnOnce(&Sessions<'_, dyn Store>) -> R,
+    ) -> R {
         // A store that may block (SQLite, Redis) runs in block_in_place, so it does not stall
         // other tasks; the memory store answers in microseconds and runs inline.
         let engine = self
@@ -277,7 +287,8 @@ impl Shared {
             .clone();
         let sessions = Sessions::new(&engine, self.opts.store.as_ref())
             .with_fail_closed(self.opts.fail_closed)
-            .with_observer(self.opts.observer.as_deref());
+            .with_observer(self.opts.observer.as_deref())
+            .with_traceparent(traceparent);
         if self.opts.store.may_block() {
             tokio::task::block_in_place(|| f(&sessions))
         } else {
@@ -387,7 +398,11 @@ impl Shared {
             tool: &tool,
             args: &args,
         };
-        let decided = self.with_sessions(|s| s.pre(&session, &call));
+        let traceparent = params
+            .get("_meta")
+            .and_then(|m| m.get("traceparent"))
+            .and_then(Value::as_str);
+        let decided = self.with_traced_sessions(traceparent, |s| s.pre(&session, &call));
         let decision = match decided {
             Ok(d) => d,
             Err(SessionError::Engine(e)) => {

@@ -20,6 +20,9 @@ pub enum Event {
         args: Value,
         /// Sub-agent id: the call is counted in its own session.
         agent: Option<String>,
+        /// The W3C `traceparent` of the agent's trace, for loopbrake's span of this call
+        /// (a value that is not a string is ignored, as the W3C ignores an invalid one).
+        traceparent: Option<String>,
     },
     /// The operator's answer to an ask.
     Answer {
@@ -131,6 +134,10 @@ pub fn parse_owned(v: Value) -> Result<Event, String> {
                 tool: string_field(obj, "tool")?,
                 args,
                 agent: opt_string(obj, "agent")?,
+                traceparent: obj
+                    .get("traceparent")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             })
         }
         "answer" => Ok(Event::Answer {

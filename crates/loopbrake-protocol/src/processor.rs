@@ -323,7 +323,16 @@ impl Processor {
                 tool,
                 args,
                 agent,
-            } => self.call(line_no, session, id, tool, args, agent.as_deref()),
+                traceparent,
+            } => self.call(
+                line_no,
+                session,
+                id,
+                tool,
+                args,
+                agent.as_deref(),
+                traceparent.as_deref(),
+            ),
             Event::Answer {
                 id,
                 approved,
@@ -423,6 +432,7 @@ impl Processor {
         self.error(line_no, &ambiguous(id, &keys))
     }
 
+    #[allow(clippy::too_many_arguments)] // the call event's fields, one by one
     fn call(
         &mut self,
         line_no: u64,
@@ -431,6 +441,7 @@ impl Processor {
         tool: &str,
         args: &Value,
         agent: Option<&str>,
+        traceparent: Option<&str>,
     ) -> Handled {
         let key = loopbrake_session::key(session, agent);
         let call = Call {
@@ -439,7 +450,11 @@ impl Processor {
             tool,
             args,
         };
-        let decision = match self.sessions().pre(&key, &call) {
+        let decision = match self
+            .sessions()
+            .with_traceparent(traceparent)
+            .pre(&key, &call)
+        {
             Ok(d) => d,
             Err(SessionError::Engine(e)) => return self.error(line_no, &e.to_string()),
             Err(SessionError::Store(e)) => return self.store_failed(id, &e.to_string()),

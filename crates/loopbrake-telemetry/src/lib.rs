@@ -9,6 +9,7 @@
 pub mod http;
 pub mod log;
 pub mod process;
+pub mod trace;
 
 use loopbrake_session::{Observed, Observer};
 use std::sync::Arc;

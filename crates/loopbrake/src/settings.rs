@@ -17,11 +17,19 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Top-level tables of `loopbrake.toml`.
-pub const TABLES: &[&str] = &["streak", "breaker", "protocol", "store", "fetch"];
+pub const TABLES: &[&str] = &[
+    "streak",
+    "breaker",
+    "protocol",
+    "store",
+    "fetch",
+    "telemetry",
+];
 
 pub use loopbrake_fetch::settings::{fetch_table, FetchSettings};
 pub use loopbrake_protocol::settings::{protocol_table, ProtocolSettings};
 pub use loopbrake_store::settings::{shown_url, store_table, StoreKind, StoreSettings};
+pub use loopbrake_telemetry::trace::{telemetry_table, TelemetrySettings};
 
 /// Everything `loopbrake.toml` configures.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,6 +42,8 @@ pub struct Loaded {
     pub store: StoreSettings,
     /// `web_fetch_file`.
     pub fetch: FetchSettings,
+    /// Traces.
+    pub telemetry: TelemetrySettings,
 }
 
 /// Where the configuration came from.
@@ -65,6 +75,8 @@ pub struct Settings {
     pub store: StoreSettings,
     /// `web_fetch_file`'s settings.
     pub fetch: FetchSettings,
+    /// Traces (`[telemetry]`; the `OTEL_*` environment wins over it).
+    pub telemetry: TelemetrySettings,
     /// Where it came from.
     pub source: Source,
 }
@@ -254,6 +266,7 @@ pub fn from_table(
         protocol: protocol_table(table.get("protocol"))?,
         store: store_table(table.get("store"))?,
         fetch: fetch_table(table.get("fetch"))?,
+        telemetry: telemetry_table(table.get("telemetry"))?,
     })
 }
 
@@ -311,6 +324,7 @@ pub fn load_with(
         protocol: loaded.protocol,
         store: loaded.store,
         fetch: loaded.fetch,
+        telemetry: loaded.telemetry,
         source,
     })
 }
@@ -525,6 +539,9 @@ fn changed_tables(a: &Loaded, b: &Loaded) -> Vec<&'static str> {
     if a.fetch != b.fetch {
         changed.push("fetch");
     }
+    if a.telemetry != b.telemetry {
+        changed.push("telemetry");
+    }
     changed
 }
 
@@ -551,6 +568,7 @@ impl Watcher {
                     protocol: settings.protocol,
                     store: settings.store.clone(),
                     fetch: settings.fetch.clone(),
+                    telemetry: settings.telemetry.clone(),
                 },
                 applies: applies.to_vec(),
             }),

@@ -16,6 +16,7 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     );
     out!("\n{}", s.store.to_toml());
     out!("\n{}", s.fetch.to_toml());
+    out!("\n{}", s.telemetry.to_toml());
     Ok(ExitCode::SUCCESS)
 }
 

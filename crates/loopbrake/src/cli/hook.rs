@@ -12,6 +12,14 @@ use loopbrake_hooks::{
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use super::traces::Traces;
+use loopbrake::settings::TelemetrySettings;
+use loopbrake_telemetry::trace::Mode;
+
+/// What a hook waits, at most, for its spans to be exported before it exits.
+const TRACE_DEADLINE: Duration = Duration::from_millis(200);
 
 /// Appends warnings to the hook log (owner-only), next to the state file.
 fn log(path: &Path, dialect: Dialect, warnings: &[String]) {
@@ -44,11 +52,12 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         Ok(_) => None,
     };
     let loaded = settings::load(config);
-    let (engine, store_settings, cfg_error) = match loaded {
-        Ok(s) => (Engine::new(s.engine), s.store, None),
+    let (engine, store_settings, telemetry, cfg_error) = match loaded {
+        Ok(s) => (Engine::new(s.engine), s.store, s.telemetry, None),
         Err(e) => (
             Engine::default(),
             settings::store_settings_of_broken(config),
+            TelemetrySettings::default(),
             Some(e),
         ),
     };
@@ -65,12 +74,19 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
             .open(StoreKind::Sqlite, &process_env)
             .map_err(Unavailable::Store),
     };
+    // Traces only when configured (a broken file: the environment alone). The export
+    // gets 200 ms in all, after the answer is printed.
+    let (traces, trace_problem) =
+        Traces::start(&telemetry, Mode::Event, TRACE_DEADLINE, TRACE_DEADLINE);
+    let observer = traces.observer(None);
+    // The OTel environment carrier: the agent's trace, when the host runs hooks in it.
+    let traceparent = std::env::var("TRACEPARENT").ok();
     let ctx = Context {
         engine: &engine,
         store: store.as_ref().map(|s| s.as_ref()),
         fail_closed: store_settings.fail_closed,
-        observer: None,
-        traceparent: None,
+        observer: observer.as_deref(),
+        traceparent: traceparent.as_deref(),
     };
     let reply = match early {
         Some(reason) => handle_unreadable_event(dialect, event, reason, &ctx),
@@ -99,12 +115,16 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         let _ = writeln!(stdout, "{out}");
         let _ = stdout.flush();
     }
-    if !reply.warnings.is_empty() {
-        for w in &reply.warnings {
+    let mut warnings = reply.warnings;
+    warnings.extend(trace_problem);
+    if !warnings.is_empty() {
+        for w in &warnings {
             warn!("loopbrake: {w}");
         }
-        log(&log_path, dialect, &reply.warnings);
+        log(&log_path, dialect, &warnings);
     }
+    // The spans are exported (within TRACE_DEADLINE) after the answer is out.
+    drop(traces);
     ExitCode::SUCCESS
 }
 

@@ -171,6 +171,16 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
             })
         }) as loopbrake_mcp::Reloader
     });
+    // Built before the runtime: the exporter runs on the SDK's own thread.
+    let (traces, problem) = super::traces::Traces::start(
+        &s.telemetry,
+        loopbrake_telemetry::trace::Mode::Process,
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    );
+    if let Some(p) = problem {
+        telemetry.warn(&format!("loopbrake mcp: {p}"));
+    }
     let opts = Options {
         engine: Engine::new(s.engine.clone()),
         reload,
@@ -180,7 +190,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fail_closed: s.store.fail_closed,
         http_session: None,
         fetch,
-        observer: telemetry.observer(),
+        observer: traces.observer(telemetry.observer()),
         events: Some(telemetry.clone() as Arc<dyn ProxyEvents>),
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -329,5 +339,6 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     // Tokio reads stdin on a blocking thread that a runtime drop would wait for (until
     // the client writes or closes): do not wait for it.
     rt.shutdown_background();
+    drop(traces);
     outcome
 }

@@ -35,6 +35,7 @@ mod mcp;
 mod operate;
 mod replay;
 mod sessions;
+mod traces;
 mod tune;
 mod ui;
 

@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Opens a file (or stdin for `-`), decompressing gzip transparently.
 fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
@@ -297,9 +298,18 @@ pub fn serve(
     let telemetry = super::operate::Telemetry::new(operate)?;
     let s = settings::load(config)?;
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
+    let (traces, problem) = super::traces::Traces::start(
+        &s.telemetry,
+        loopbrake_telemetry::trace::Mode::Process,
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    );
+    if let Some(p) = problem {
+        telemetry.warn(&format!("loopbrake: {p}"));
+    }
     let mut processor = Processor::new(Engine::new(s.engine.clone()), store)
         .with_fail_closed(s.store.fail_closed)
-        .with_observer(telemetry.observer());
+        .with_observer(traces.observer(telemetry.observer()));
     if let Some(mut watcher) = settings::Watcher::new(&s, loopbrake_core::config::ENGINE_TABLES) {
         let telemetry = telemetry.clone();
         processor = processor.with_reloader(Box::new(move || {
