@@ -6,6 +6,8 @@
 //! An adapter is handed one observer; [`Fanout`] makes several (metrics, traces, logs) one.
 #![deny(missing_docs)]
 
+pub mod counters;
+
 use loopbrake_session::{Observed, Observer};
 use std::sync::Arc;
 
