@@ -67,11 +67,17 @@ pub fn gated(st: &SessionState) -> bool {
     st.stopped() > 0 || b.refusals > 0 || !b.pending_asks.is_empty()
 }
 
+/// A series' labels, `(name, value)`.
+type Labels = Vec<(String, String)>;
+
+/// One counter family: its name (without `_total`), help, and labelled values.
+type Family = (String, &'static str, Vec<(Labels, u64)>);
+
 /// What one scrape shows.
 #[derive(Debug, Default)]
 struct Scrape {
-    /// Counter family (name without `_total`) → help, labelled values.
-    counters: Vec<(String, &'static str, Vec<(Vec<(String, String)>, u64)>)>,
+    /// The counter families.
+    counters: Vec<Family>,
     /// Gauge name → help, value.
     gauges: Vec<(&'static str, &'static str, i64)>,
 }
@@ -94,7 +100,7 @@ impl Collector for Scrape {
 }
 
 /// The series' tool folded into `other` unless it is one of `top`.
-fn fold_tool(series: &Series, top: &[String]) -> Vec<(String, String)> {
+fn fold_tool(series: &Series, top: &[String]) -> Labels {
     series
         .labels
         .iter()
@@ -133,7 +139,7 @@ pub fn render(counters: &Counters, sessions: &[SessionInfo], top_tools_n: usize)
     let mut scrape = Scrape::default();
     for (metric, help) in COUNTERS {
         let top = top_tools(counters, metric, top_tools_n);
-        let mut values: BTreeMap<Vec<(String, String)>, u64> = BTreeMap::new();
+        let mut values: BTreeMap<Labels, u64> = BTreeMap::new();
         for (s, v) in counters.values.iter().filter(|(s, _)| s.metric == *metric) {
             let e = values.entry(fold_tool(s, &top)).or_insert(0);
             *e = e.saturating_add(*v);
@@ -162,7 +168,10 @@ pub fn render(counters: &Counters, sessions: &[SessionInfo], top_tools_n: usize)
 mod tests {
     use super::*;
 
-    fn counters(rows: &[(&str, &[(&str, &str)], u64)]) -> Counters {
+    /// A metric, its labels and its value.
+    type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], u64);
+
+    fn counters(rows: &[Row<'_>]) -> Counters {
         let mut c = Counters::default();
         for (m, labels, v) in rows {
             c.values.insert(Series::new(m, labels), *v);
