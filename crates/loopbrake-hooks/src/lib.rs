@@ -293,6 +293,15 @@ fn answer(
             reply.warnings.push(format!("could not handle {what}: {e}"));
             // Fail closed only where there is something to refuse, and only when asked.
             let policy = loopbrake_session::unjudged(&e.to_string(), ctx.fail_closed);
+            // The store still works when the payload was the problem: it counts the policy
+            // applied (best effort: the host's answer never waits on it).
+            let readable_store = matches!(
+                e,
+                HookError::Payload(_) | HookError::Session(SessionError::Engine(_))
+            );
+            if let (true, Ok(store)) = (readable_store, ctx.store) {
+                let _ = Sessions::new(ctx.engine, store).count_unjudged(&policy);
+            }
             if policy.refuse && (dialect.is_pre_event(event) || event.is_empty()) {
                 reply.stdout = Some(pre_output(dialect, event, "deny", &policy.refusal));
             }

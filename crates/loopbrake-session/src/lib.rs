@@ -11,13 +11,15 @@
 //!   and the text that says why (one place, every adapter);
 //! - telling whoever watches (metrics, traces, logs: an [`Observer`]) what each event
 //!   became, after the store kept it. Observers are told, never consulted: nothing they do
-//!   changes a decision.
+//!   changes a decision;
+//! - the operators' counters ([`metrics`]): each event's decision tallied in the same
+//!   atomic update of the store that keeps the session's state.
 #![deny(missing_docs)]
 
 use loopbrake_core::{
     Call, Decision, Engine, EngineError, Outcome, PostDecision, SessionState, Settled,
 };
-use loopbrake_store::{update, with_sub_agents, Store, StoreError};
+use loopbrake_store::{update_counted, with_sub_agents, Store, StoreError, Tally};
 use std::time::{Duration, Instant};
 
 pub use loopbrake_core::engine::{agent_key_prefix, is_agent_key, AGENT_SEPARATOR};
@@ -31,6 +33,80 @@ pub enum SessionError {
     /// The engines refused the event (an unknown call id, a reused id, arguments too deep).
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// The counters the session service keeps in the store (`Store::counters`), by name and
+/// label. Labels carry verdicts, engines, tracks and (redacted) tool names: never a session
+/// key, an argument or an output.
+pub mod metrics {
+    /// Calls judged before they ran: labels `verdict` (`allow`, `advise`, `ask`, `deny`),
+    /// `engine` (`streak`, `breaker`, `none`), `track` ([`track`]) and `tool`.
+    pub const CALLS_JUDGED: &str = "loopbrake_calls_judged_total";
+    /// Asks by what became of them: label `answer` (`approved`, `declined`, `unanswered`:
+    /// settled as declined because another event of the session came first).
+    pub const ASKS: &str = "loopbrake_asks_total";
+    /// Calls loopbrake could not judge, by the failure policy applied: label `policy`
+    /// (`fail_open`, `fail_closed`). Only what the store could still count.
+    pub const UNJUDGED: &str = "loopbrake_unjudged_calls_total";
+
+    /// The `track` label of a decision: `none` for a call allowed outright; the breaker
+    /// track that gated it (`repeat`, `failure`, `cycle`, `struggle`, `unchanged`) or
+    /// whose advisory fired; `streak` for the streak brake; `shell_http` for a shell fetch
+    /// sent to the fetch tool.
+    pub fn track(d: &loopbrake_core::Decision) -> &'static str {
+        use loopbrake_core::breaker::{Stage, SHELL_HTTP_CODE};
+        use loopbrake_core::Verdict;
+        match d.verdict {
+            Verdict::Allow => "none",
+            Verdict::Advise => match d.advisories.first().map(|a| a.stage) {
+                Some(Stage::Warn | Stage::Summarize) => "repeat",
+                Some(Stage::Failure) => "failure",
+                Some(Stage::Struggle) => "struggle",
+                None => "none",
+            },
+            Verdict::Ask | Verdict::Deny => {
+                if d.code == Some(SHELL_HTTP_CODE) {
+                    "shell_http"
+                } else if d.engine == Some(loopbrake_core::streak::ENGINE) {
+                    "streak"
+                } else {
+                    d.hits.first().map_or("none", |h| h.track.as_str())
+                }
+            }
+        }
+    }
+}
+
+/// Tallies a judged call: its verdict, engine, track and (redacted) tool, and the asks its
+/// event settled.
+fn tally_judged(t: &mut Tally, tool: &str, d: &Decision) {
+    let tool = loopbrake_core::redact::redact_cut(tool, 100);
+    t.add_for_tool(
+        metrics::CALLS_JUDGED,
+        &[
+            ("verdict", d.verdict.as_str()),
+            ("engine", d.engine.unwrap_or("none")),
+            ("track", metrics::track(d)),
+        ],
+        &tool,
+        1,
+    );
+    tally_settled(t, &d.settled);
+}
+
+/// Tallies asks settled unanswered.
+fn tally_settled(t: &mut Tally, settled: &[Settled]) {
+    t.add(
+        metrics::ASKS,
+        &[("answer", "unanswered")],
+        settled.len() as u64,
+    );
+}
+
+/// Tallies an operator's answer.
+fn tally_answer(t: &mut Tally, approved: bool) {
+    let answer = if approved { "approved" } else { "declined" };
+    t.add(metrics::ASKS, &[("answer", answer)], 1);
 }
 
 /// The session key of a host's session, or of one of its sub-agents (each sub-agent counts
@@ -164,13 +240,13 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         self
     }
 
-    /// One engine step on the session's state in the store.
+    /// One engine step on the session's state in the store, with what it tallies.
     fn engine_step<R>(
         &self,
         key: &str,
-        f: impl FnMut(&mut SessionState) -> Result<R, EngineError>,
+        f: impl FnMut(&mut SessionState, &mut Tally) -> Result<R, EngineError>,
     ) -> Result<R, SessionError> {
-        Ok(self.apply(key, f)??)
+        Ok(update_counted(self.store, key, f)??)
     }
 
     /// `step` on each of `keys` in turn, the asks each settled gathered; the first failure
@@ -241,14 +317,27 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         self.fail_closed
     }
 
-    fn apply<R>(&self, key: &str, f: impl FnMut(&mut SessionState) -> R) -> Result<R, StoreError> {
-        update(self.store, key, f)
+    /// An engine step that settles asks, with the settled asks tallied.
+    fn settle_step(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut SessionState) -> Vec<Settled>,
+    ) -> Result<Vec<Settled>, StoreError> {
+        update_counted(self.store, key, |st, t| {
+            let settled = f(st);
+            tally_settled(t, &settled);
+            settled
+        })
     }
 
     /// Judges a call before it runs.
     pub fn pre(&self, key: &str, call: &Call<'_>) -> Result<Decision, SessionError> {
         let started = self.started();
-        let result = self.engine_step(key, |st| self.engine.pre(st, call));
+        let result = self.engine_step(key, |st, t| {
+            let d = self.engine.pre(st, call)?;
+            tally_judged(t, call.tool, &d);
+            Ok(d)
+        });
         self.tell(key, "pre", started, &result, |decision| {
             Some(ObservedKind::Judged { call, decision })
         });
@@ -263,7 +352,12 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         approved: bool,
     ) -> Result<Decision, SessionError> {
         let started = self.started();
-        let result = self.engine_step(key, |st| self.engine.answer(st, call_id, approved));
+        let result = self.engine_step(key, |st, t| {
+            let d = self.engine.answer(st, call_id, approved)?;
+            tally_answer(t, approved);
+            tally_settled(t, &d.settled);
+            Ok(d)
+        });
         self.tell(key, "answer", started, &result, |decision| {
             Some(ObservedKind::Answered {
                 call_id,
@@ -282,7 +376,11 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         outcome: &Outcome,
     ) -> Result<PostDecision, SessionError> {
         let started = self.started();
-        let result = self.engine_step(key, |st| self.engine.post(st, call_id, outcome));
+        let result = self.engine_step(key, |st, t| {
+            let p = self.engine.post(st, call_id, outcome)?;
+            tally_settled(t, &p.settled);
+            Ok(p)
+        });
         self.tell(key, "post", started, &result, |post| {
             Some(ObservedKind::Recorded {
                 call_id,
@@ -303,12 +401,17 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         outcome: &Outcome,
     ) -> Result<PostDecision, SessionError> {
         let started = self.started();
-        let result = self.engine_step(key, |st| {
+        let result = self.engine_step(key, |st, t| {
             let id = find_id(st);
             if st.breaker.pending_asks().iter().any(|x| x == &id) {
-                let _ = self.engine.answer(st, &id, true);
+                if let Ok(d) = self.engine.answer(st, &id, true) {
+                    tally_answer(t, true);
+                    tally_settled(t, &d.settled);
+                }
             }
-            self.engine.post(st, &id, outcome)
+            let p = self.engine.post(st, &id, outcome)?;
+            tally_settled(t, &p.settled);
+            Ok(p)
         });
         self.tell(key, "post", started, &result, |post| {
             Some(ObservedKind::Recorded {
@@ -324,7 +427,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
     pub fn user_message(&self, session: &str) -> Result<Vec<Settled>, SessionError> {
         let started = self.started();
         let result = self.each_key(with_sub_agents(self.store, session), |k| {
-            self.apply(k, |st| self.engine.user_message(st))
+            self.settle_step(k, |st| self.engine.user_message(st))
         });
         self.tell(session, "user_message", started, &result, settled_kind);
         result
@@ -345,7 +448,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
             Ok(vec![key.to_string()])
         };
         let result = self.each_key(keys, |k| match self.store.get(k)? {
-            Some(_) => Ok(self.apply(k, |st| self.engine.close_open_calls(st))?),
+            Some(_) => Ok(self.settle_step(k, |st| self.engine.close_open_calls(st))?),
             None => Ok(Vec::new()),
         });
         self.tell(key, "close_open_calls", started, &result, settled_kind);
@@ -361,6 +464,12 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
                 None => Vec::new(),
             };
             self.store.remove(k)?;
+            if !settled.is_empty() {
+                // A removal carries no tally: the asks it settles are counted on their own.
+                let mut t = Tally::new();
+                tally_settled(&mut t, &settled);
+                self.store.add_counts(&t)?;
+            }
             Ok(settled)
         });
         self.tell(session, "end", started, &result, settled_kind);
@@ -382,6 +491,22 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
             });
         }
         unjudged
+    }
+}
+
+impl<S: Store + ?Sized> Sessions<'_, S> {
+    /// Counts a failure-policy application in the store, for a call loopbrake could not
+    /// judge although its store works (a payload that could not be read). A store that is
+    /// down cannot count its own failures: do not call this when the store failed.
+    pub fn count_unjudged(&self, unjudged: &Unjudged) -> Result<(), StoreError> {
+        let mut t = Tally::new();
+        let policy = if unjudged.refuse {
+            "fail_closed"
+        } else {
+            "fail_open"
+        };
+        t.add(metrics::UNJUDGED, &[("policy", policy)], 1);
+        self.store.add_counts(&t)
     }
 }
 

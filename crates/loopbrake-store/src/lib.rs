@@ -8,6 +8,7 @@
 //! the storage, and the storage never sees the algorithm.
 #![deny(missing_docs)]
 
+mod counters;
 mod memory;
 mod redis_store;
 pub mod settings;
@@ -15,6 +16,7 @@ mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use counters::{Counters, Series, Tally, MAX_TOOLS, OTHER_TOOL, TOOL_LABEL};
 pub use memory::MemoryStore;
 pub use redis_store::{RedisOptions, RedisStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
@@ -92,8 +94,24 @@ pub trait Store: Send + Sync {
     /// in this process and in every other process sharing the store. `f` may run more
     /// than once (an optimistic store retries after a conflict); only the run whose
     /// result was kept counts.
-    fn update(&self, session: &str, f: &mut dyn FnMut(&mut SessionState))
-        -> Result<(), StoreError>;
+    ///
+    /// `f` may also add counter increments to the [`Tally`] it is handed (empty at the
+    /// start of every run): the store adds the kept run's tally to its counters in the
+    /// same atomic write as the state, never in a second one, so a counter cannot miss
+    /// an update that was kept nor count one that was not.
+    fn update(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
+    ) -> Result<(), StoreError>;
+
+    /// Adds `tally` to the counters alone, for an event that changes no session (a call
+    /// whose payload could not be read). One atomic write.
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError>;
+
+    /// Every counter the store keeps, summed over whatever the store spreads them across
+    /// (a Redis Cluster's slots). Counters never expire and survive restarts.
+    fn counters(&self) -> Result<Counters, StoreError>;
 
     /// The session's state, if stored.
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError>;
@@ -190,13 +208,24 @@ pub fn with_sub_agents<S: Store + ?Sized>(store: &S, key: &str) -> Result<Vec<St
 }
 
 /// [`Store::update`] with a result: runs `f` under the store's atomicity and returns what
-/// the kept run of `f` returned.
+/// the kept run of `f` returned. Counts nothing.
 pub fn update<R, S: Store + ?Sized>(
     store: &S,
     session: &str,
     mut f: impl FnMut(&mut SessionState) -> R,
 ) -> Result<R, StoreError> {
+    update_counted(store, session, |st, _| f(st))
+}
+
+/// [`Store::update`] with a result and a tally: runs `f` under the store's atomicity,
+/// keeps the kept run's counter increments in the same write, and returns what that run
+/// of `f` returned.
+pub fn update_counted<R, S: Store + ?Sized>(
+    store: &S,
+    session: &str,
+    mut f: impl FnMut(&mut SessionState, &mut Tally) -> R,
+) -> Result<R, StoreError> {
     let mut out = None;
-    store.update(session, &mut |st| out = Some(f(st)))?;
+    store.update(session, &mut |st, tally| out = Some(f(st, tally)))?;
     Ok(out.expect("Store::update runs the closure at least once on success"))
 }

@@ -1,17 +1,46 @@
 //! In-memory sessions: for the library, `serve`, `replay`, the MCP proxy and tests.
 
-use crate::{now_ms, SessionInfo, Store, StoreError};
+use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use loopbrake_core::SessionState;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 /// Sessions in a map behind a mutex; idle sessions are dropped after `idle_ttl_ms`
-/// (swept on writes, no background thread).
+/// (swept on writes, no background thread). The counters live under the same mutex.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    sessions: Mutex<HashMap<String, (SessionState, u64)>>,
+    inner: Mutex<Inner>,
     idle_ttl_ms: Option<u64>,
     writes: Mutex<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<String, (SessionState, u64)>,
+    /// Stored series key → value.
+    counters: HashMap<String, u64>,
+    /// Tools counted under their own name (at most [`MAX_TOOLS`]).
+    tools: BTreeSet<String>,
+}
+
+impl Inner {
+    fn count(&mut self, tally: &Tally) {
+        for inc in tally.incs() {
+            let key = match &inc.tool {
+                Some((tool, other)) if !self.tools.contains(tool) => {
+                    if self.tools.len() < MAX_TOOLS {
+                        self.tools.insert(tool.clone());
+                        &inc.key
+                    } else {
+                        other
+                    }
+                }
+                _ => &inc.key,
+            };
+            let v = self.counters.entry(key.clone()).or_insert(0);
+            *v = v.saturating_add(inc.n);
+        }
+    }
 }
 
 impl MemoryStore {
@@ -28,20 +57,20 @@ impl MemoryStore {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (SessionState, u64)>> {
-        // Every update replaces a whole value in place, so a panic while locked cannot
-        // leave a half-written state behind: the map is still consistent.
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // Every update replaces a whole value in place, and counts only after its closure
+        // returned, so a panic while locked cannot leave a half-written state behind.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Number of sessions held.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.inner().sessions.len()
     }
 
     /// Whether no session is held.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.inner().sessions.is_empty()
     }
 
     fn sweep(&self, map: &mut HashMap<String, (SessionState, u64)>, now: u64) {
@@ -59,12 +88,13 @@ impl Store for MemoryStore {
     fn update(
         &self,
         session: &str,
-        f: &mut dyn FnMut(&mut SessionState),
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
         let now = now_ms();
-        let mut map = self.lock();
-        self.sweep(&mut map, now);
-        let entry = map
+        let mut inner = self.inner();
+        self.sweep(&mut inner.sessions, now);
+        let entry = inner
+            .sessions
             .entry(session.to_string())
             .or_insert_with(|| (SessionState::default(), now));
         if self
@@ -73,22 +103,38 @@ impl Store for MemoryStore {
         {
             entry.0 = SessionState::default();
         }
-        f(&mut entry.0);
+        let mut tally = Tally::new();
+        f(&mut entry.0, &mut tally);
         entry.1 = now;
+        inner.count(&tally);
         Ok(())
     }
 
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
+        self.inner().count(tally);
+        Ok(())
+    }
+
+    fn counters(&self) -> Result<Counters, StoreError> {
+        let mut out = Counters::default();
+        for (k, v) in &self.inner().counters {
+            out.add_stored(k.as_bytes(), *v);
+        }
+        Ok(out)
+    }
+
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
-        Ok(self.lock().get(session).map(|(s, _)| s.clone()))
+        Ok(self.inner().sessions.get(session).map(|(s, _)| s.clone()))
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().remove(session).is_some())
+        Ok(self.inner().sessions.remove(session).is_some())
     }
 
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let mut out: Vec<SessionInfo> = self
-            .lock()
+            .inner()
+            .sessions
             .iter()
             .map(|(k, (s, t))| SessionInfo {
                 key: k.clone(),
@@ -102,7 +148,8 @@ impl Store for MemoryStore {
 
     fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         Ok(self
-            .lock()
+            .inner()
+            .sessions
             .keys()
             .filter(|k| k.starts_with(prefix))
             .cloned()

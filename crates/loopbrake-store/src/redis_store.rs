@@ -20,13 +20,23 @@
 //! nothing is written, so a half-applied update cannot exist; the update is re-run on the
 //! fresh value.
 //!
+//! Counters: an update's tally is added by a script (`COUNT`, `HINCRBY` on a counters hash,
+//! the tool names kept in a set bounded by [`crate::MAX_TOOLS`]) inside the same
+//! `MULTI`/`EXEC` as the session's `SET`, so it lands exactly when the state does. On a
+//! cluster a script may only touch keys of one slot: each slot a session lives on gets its
+//! own counters hash and tool set (`<prefix>counters:{<tag>}`, the tag found once per slot
+//! so that the key lands on the session's slot; at most 16,384 of each, never expiring),
+//! updated by the compare-and-set script itself; [`Store::counters`] sums them all.
+//!
 //! Expiry: every write sets the key's TTL to `idle_ttl`, so idle sessions expire in Redis.
 //! Reconnection: a connection that fails is dropped and the next operation connects again,
 //! so a long-lived process survives a Redis restart without restarting itself.
 
-use crate::{now_ms, SessionInfo, Store, StoreError};
+use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use loopbrake_core::SessionState;
+use redis::cluster_routing::Slot;
 use redis::Value as RValue;
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,12 +104,71 @@ end
 return 0
 ";
 
+/// Adds a tally to the counters: `KEYS[1]` the counters hash, `KEYS[2]` the set of tools
+/// counted under their own name, `ARGV[1]` that set's bound, then per increment: the
+/// amount, the series, the tool (empty when none) and the series with the tool folded
+/// into `other`.
+const COUNT: &str = r"
+local max = tonumber(ARGV[1])
+for i = 2, #ARGV, 4 do
+  local field = ARGV[i + 1]
+  local tool = ARGV[i + 2]
+  if tool ~= '' and redis.call('SISMEMBER', KEYS[2], tool) == 0 then
+    if redis.call('SCARD', KEYS[2]) < max then
+      redis.call('SADD', KEYS[2], tool)
+    else
+      field = ARGV[i + 3]
+    end
+  end
+  redis.call('HINCRBY', KEYS[1], field, ARGV[i])
+end
+return 1
+";
+
+/// [`CAS`] and then, only if it wrote, [`COUNT`] on the slot's counters (`KEYS[2]`,
+/// `KEYS[3]`; `ARGV[5]` the bound, the increments from `ARGV[6]`): one script, one slot.
+const CAS_COUNT: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if not ((ARGV[1] == '0' and cur == false) or (ARGV[1] == '1' and cur == ARGV[2])) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+local max = tonumber(ARGV[5])
+for i = 6, #ARGV, 4 do
+  local field = ARGV[i + 1]
+  local tool = ARGV[i + 2]
+  if tool ~= '' and redis.call('SISMEMBER', KEYS[3], tool) == 0 then
+    if redis.call('SCARD', KEYS[3]) < max then
+      redis.call('SADD', KEYS[3], tool)
+    else
+      field = ARGV[i + 3]
+    end
+  end
+  redis.call('HINCRBY', KEYS[2], field, ARGV[i])
+end
+return 1
+";
+
+/// A tally as script arguments (after the bound): amount, series, tool, folded series.
+fn tally_args(cmd: &mut redis::Cmd, tally: &Tally) {
+    cmd.arg(MAX_TOOLS);
+    for inc in tally.incs() {
+        let (tool, other) = match &inc.tool {
+            Some((t, o)) => (t.as_str(), o.as_str()),
+            None => ("", inc.key.as_str()),
+        };
+        cmd.arg(inc.n).arg(&inc.key).arg(tool).arg(other);
+    }
+}
+
 /// Session state in Redis.
 pub struct RedisStore {
     backend: Backend,
     opts: RedisOptions,
     name: String,
     warnings: Mutex<Vec<String>>,
+    /// Per cluster slot, the hash tag that puts a counters key on that slot.
+    tags: Mutex<HashMap<Slot, String>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -149,6 +218,7 @@ impl RedisStore {
             opts,
             name,
             warnings: Mutex::new(Vec::new()),
+            tags: Mutex::new(HashMap::new()),
         })
     }
 
@@ -193,6 +263,7 @@ impl RedisStore {
             opts,
             name,
             warnings: Mutex::new(Vec::new()),
+            tags: Mutex::new(HashMap::new()),
         })
     }
 
@@ -202,6 +273,29 @@ impl RedisStore {
 
     fn key(&self, session: &str) -> String {
         format!("{}{{{}}}", self.opts.key_prefix, session)
+    }
+
+    /// The counters hash and the tool set: one pair on one server; on a cluster, the pair
+    /// whose keys share the slot of the session key `key`.
+    fn counter_keys(&self, key: &str) -> (String, String) {
+        let p = &self.opts.key_prefix;
+        if !self.is_cluster() {
+            return (format!("{p}counters"), format!("{p}counter-tools"));
+        }
+        let bucket = |tag: &str| format!("{p}counters:{{{tag}}}");
+        let slot = Slot::for_key(key);
+        let mut tags = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        let tag = tags
+            .entry(slot)
+            .or_insert_with(|| {
+                // About 16,384 tries on average; at most once per slot per process.
+                (0u64..)
+                    .map(|i| i.to_string())
+                    .find(|t| Slot::for_key(bucket(t)) == slot)
+                    .expect("every slot has a tag")
+            })
+            .clone();
+        (bucket(&tag), format!("{p}counter-tools:{{{tag}}}"))
     }
 
     fn session_of<'k>(&self, key: &'k str) -> Option<&'k str> {
@@ -308,10 +402,12 @@ impl RedisStore {
     fn next_state(
         &self,
         current: Option<&[u8]>,
-        f: &mut dyn FnMut(&mut SessionState),
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
+        tally: &mut Tally,
     ) -> redis::RedisResult<Vec<u8>> {
         let mut state = current.map(|b| self.decode(b)).unwrap_or_default();
-        f(&mut state);
+        tally.clear();
+        f(&mut state, tally);
         serde_json::to_vec(&state).map_err(|e| {
             redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
         })
@@ -324,24 +420,40 @@ impl Store for RedisStore {
     fn update(
         &self,
         session: &str,
-        f: &mut dyn FnMut(&mut SessionState),
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
         let key = self.key(session);
         let ttl = self.ttl_ms();
         let cluster = self.is_cluster();
+        let (counters, tools) = self.counter_keys(&key);
         let cas = redis::Script::new(CAS);
+        let cas_count = redis::Script::new(CAS_COUNT);
+        let mut tally = Tally::new();
         for attempt in 0..MAX_RETRIES {
             let committed = if cluster {
                 self.with_conn(|c| {
                     let current: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(c)?;
-                    let bytes = self.next_state(current.as_deref(), f)?;
-                    let done: i64 = cas
-                        .key(&key)
-                        .arg(if current.is_some() { "1" } else { "0" })
+                    let bytes = self.next_state(current.as_deref(), f, &mut tally)?;
+                    let script = if tally.is_empty() { &cas } else { &cas_count };
+                    let mut inv = script.key(&key);
+                    if !tally.is_empty() {
+                        inv.key(&counters).key(&tools);
+                    }
+                    inv.arg(if current.is_some() { "1" } else { "0" })
                         .arg(current.unwrap_or_default())
                         .arg(bytes)
-                        .arg(ttl)
-                        .invoke(c)?;
+                        .arg(ttl);
+                    if !tally.is_empty() {
+                        inv.arg(MAX_TOOLS);
+                        for inc in tally.incs() {
+                            let (tool, other) = match &inc.tool {
+                                Some((t, o)) => (t.as_str(), o.as_str()),
+                                None => ("", inc.key.as_str()),
+                            };
+                            inv.arg(inc.n).arg(&inc.key).arg(tool).arg(other);
+                        }
+                    }
+                    let done: i64 = inv.invoke(c)?;
                     Ok(done == 1)
                 })?
             } else {
@@ -353,15 +465,23 @@ impl Store for RedisStore {
                         .cmd("GET")
                         .arg(&key)
                         .query(c)?;
-                    let bytes = self.next_state(current.as_deref(), f)?;
-                    let exec: RValue = redis::pipe()
-                        .atomic()
+                    let bytes = self.next_state(current.as_deref(), f, &mut tally)?;
+                    let mut pipe = redis::pipe();
+                    pipe.atomic()
                         .cmd("SET")
                         .arg(&key)
                         .arg(bytes)
                         .arg("PX")
-                        .arg(ttl)
-                        .query(c)?;
+                        .arg(ttl);
+                    if !tally.is_empty() {
+                        // The script's text, not its digest: inside MULTI a NOSCRIPT
+                        // error would not undo the SET.
+                        let mut eval = redis::cmd("EVAL");
+                        eval.arg(COUNT).arg(2).arg(&counters).arg(&tools);
+                        tally_args(&mut eval, &tally);
+                        pipe.add_command(eval);
+                    }
+                    let exec: RValue = pipe.query(c)?;
                     Ok(!matches!(exec, RValue::Nil))
                 })?
             };
@@ -376,6 +496,49 @@ impl Store for RedisStore {
         Err(self.err(format!(
             "update of one session conflicted {MAX_RETRIES} times in a row; giving up"
         )))
+    }
+
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
+        if tally.is_empty() {
+            return Ok(());
+        }
+        // On a cluster, the bucket of an arbitrary slot (the tag of any session named ``).
+        let (counters, tools) = self.counter_keys(&self.key(""));
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(COUNT).arg(2).arg(&counters).arg(&tools);
+        tally_args(&mut eval, tally);
+        self.with_conn(|c| eval.query::<i64>(c))?;
+        Ok(())
+    }
+
+    fn counters(&self) -> Result<Counters, StoreError> {
+        let keys = if self.is_cluster() {
+            let pattern = format!("{}counters:{{*", glob_escape(&self.opts.key_prefix));
+            self.scan(&pattern)?
+        } else {
+            vec![self.counter_keys("").0]
+        };
+        let mut out = Counters::default();
+        let mut unreadable = 0usize;
+        for key in keys {
+            let fields: Vec<(Vec<u8>, i64)> =
+                self.with_conn(|c| redis::cmd("HGETALL").arg(&key).query(c))?;
+            for (series, value) in fields {
+                if !out.add_stored(&series, value.max(0) as u64) {
+                    unreadable += 1;
+                }
+            }
+        }
+        if unreadable > 0 {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!(
+                    "{}: {unreadable} stored counter(s) could not be read and were left out",
+                    self.name
+                ));
+        }
+        Ok(out)
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
@@ -471,6 +634,11 @@ impl RedisStore {
             glob_escape(&self.opts.key_prefix),
             glob_escape(prefix)
         );
+        self.scan(&pattern)
+    }
+
+    /// Keys matching `pattern`, by `SCAN`; on a cluster, on every primary.
+    fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
         let mut keys = Vec::new();
         let nodes: Vec<Option<(String, u16)>> = if self.is_cluster() {
             self.primaries()?.into_iter().map(Some).collect()
@@ -483,7 +651,7 @@ impl RedisStore {
                 let mut cmd = redis::cmd("SCAN");
                 cmd.arg(cursor)
                     .arg("MATCH")
-                    .arg(&pattern)
+                    .arg(pattern)
                     .arg("COUNT")
                     .arg(1000);
                 let (next, batch): (u64, Vec<String>) = match &node {

@@ -3,7 +3,7 @@
 //! parallel processes never lose an update and a process killed mid-decision leaves the
 //! file as it was before or after that decision, never in between.
 
-use crate::{SessionInfo, Store, StoreError};
+use crate::{Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use loopbrake_core::SessionState;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -100,11 +100,17 @@ impl SqliteStore {
         .map_err(|e| err(e.to_string()))?;
         // A file that already has our schema needs only the per-connection settings (WAL
         // mode persists in the file).
-        let known: Option<i64> = conn
-            .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
+        // A file made before the counters existed (same schema: older versions ignore the
+        // tables) is given them by the setup below.
+        let known: Option<(Option<i64>, Option<i64>)> = conn
+            .query_row(
+                "SELECT (SELECT v FROM meta WHERE k = 'schema'), (SELECT v FROM meta WHERE k = 'counters')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()
             .unwrap_or(None);
-        if let Some(v) = known {
+        if let Some((Some(v), Some(_))) = known {
             if v > SCHEMA {
                 return Err(err(format!(
                     "the file was written by a newer loopbrake (schema {v}, this one knows {SCHEMA})"
@@ -206,7 +212,10 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
              updated_ms INTEGER NOT NULL
          );
          CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_ms);
-         CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+         CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+         CREATE TABLE IF NOT EXISTS counters (series TEXT PRIMARY KEY, value INTEGER NOT NULL);
+         CREATE TABLE IF NOT EXISTS counter_tools (tool TEXT PRIMARY KEY);
+         INSERT OR IGNORE INTO meta (k, v) VALUES ('counters', 1);",
     )?;
     let version: Option<i64> = conn
         .query_row("SELECT v FROM meta WHERE k = 'schema'", [], |r| r.get(0))
@@ -218,6 +227,42 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
         )?;
     }
     Ok(version)
+}
+
+/// Adds a tally to the counters inside the caller's transaction: one upsert per series,
+/// a tool past [`MAX_TOOLS`] folded into `other`.
+fn count(tx: &Connection, tally: &Tally) -> rusqlite::Result<()> {
+    for inc in tally.incs() {
+        let key = match &inc.tool {
+            Some((tool, other)) => {
+                let known = tx
+                    .prepare_cached("SELECT 1 FROM counter_tools WHERE tool = ?1")?
+                    .exists(params![tool])?;
+                let kept: i64 = if known {
+                    0
+                } else {
+                    tx.prepare_cached("SELECT count(*) FROM counter_tools")?
+                        .query_row([], |r| r.get(0))?
+                };
+                if known {
+                    &inc.key
+                } else if (kept as usize) < MAX_TOOLS {
+                    tx.prepare_cached("INSERT INTO counter_tools (tool) VALUES (?1)")?
+                        .execute(params![tool])?;
+                    &inc.key
+                } else {
+                    other
+                }
+            }
+            None => &inc.key,
+        };
+        tx.prepare_cached(
+            "INSERT INTO counters (series, value) VALUES (?1, ?2)
+             ON CONFLICT(series) DO UPDATE SET value = value + excluded.value",
+        )?
+        .execute(params![key, inc.n.min(i64::MAX as u64) as i64])?;
+    }
+    Ok(())
 }
 
 /// Checkpoints and truncates the write-ahead log when it has grown past
@@ -288,7 +333,7 @@ impl Store for SqliteStore {
     fn update(
         &self,
         session: &str,
-        f: &mut dyn FnMut(&mut SessionState),
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let ttl = self.ttl_ms();
@@ -301,7 +346,8 @@ impl Store for SqliteStore {
             Some((bytes, updated)) if now.saturating_sub(updated) <= ttl => self.decode(&bytes),
             _ => SessionState::default(),
         };
-        f(&mut state);
+        let mut tally = Tally::new();
+        f(&mut state, &mut tally);
         let bytes = serde_json::to_vec(&state).map_err(|e| self.caused(e))?;
         tx.execute(
             "INSERT INTO sessions (key, state, updated_ms) VALUES (?1, ?2, ?3)
@@ -309,6 +355,7 @@ impl Store for SqliteStore {
             params![session, bytes, now],
         )
         .map_err(|e| self.caused(e))?;
+        count(&tx, &tally).map_err(|e| self.caused(e))?;
         // Sweep idle sessions now and then, inside the same transaction: no daemon.
         let last_sweep: i64 = tx
             .query_row("SELECT v FROM meta WHERE k = 'last_sweep'", [], |r| {
@@ -330,6 +377,39 @@ impl Store for SqliteStore {
             .map_err(|e| self.caused(e))?;
         }
         tx.commit().map_err(|e| self.caused(e))
+    }
+
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
+        if tally.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.caused(e))?;
+        count(&tx, tally).map_err(|e| self.caused(e))?;
+        tx.commit().map_err(|e| self.caused(e))
+    }
+
+    fn counters(&self) -> Result<Counters, StoreError> {
+        use rusqlite::types::Value as Sql;
+        let rows: Vec<(Sql, Sql)> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT series, value FROM counters")
+                .map_err(|e| self.caused(e))?;
+            let it = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| self.caused(e))?;
+            it.collect::<Result<_, _>>().map_err(|e| self.caused(e))?
+        };
+        let mut out = Counters::default();
+        for (series, value) in rows {
+            if let (Sql::Text(k), Sql::Integer(v)) = (series, value) {
+                out.add_stored(k.as_bytes(), v.max(0) as u64);
+            }
+        }
+        Ok(out)
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {

@@ -152,7 +152,7 @@ fn a_redis_restart_is_survived_and_the_outage_is_a_clear_error() {
     .unwrap();
     update(&s, "s", |st| st.streak = Default::default()).unwrap();
     drop(server); // killed
-    let e = s.update("s", &mut |_| ()).unwrap_err().to_string();
+    let e = s.update("s", &mut |_, _| ()).unwrap_err().to_string();
     assert!(e.starts_with(&format!("redis 127.0.0.1:{port}: ")), "{e}");
     let e2 = s.get("s").unwrap_err().to_string();
     assert!(e2.contains("redis 127.0.0.1"), "{e2}");
@@ -200,7 +200,7 @@ fn credentials_come_from_the_url_or_the_options_and_are_never_shown() {
         ..RedisOptions::default()
     })
     .unwrap();
-    let e = wrong.update("s", &mut |_| ()).unwrap_err().to_string();
+    let e = wrong.update("s", &mut |_, _| ()).unwrap_err().to_string();
     assert!(
         !e.contains("wrong-pw") && !format!("{wrong:?}").contains("wrong-pw"),
         "{e}"

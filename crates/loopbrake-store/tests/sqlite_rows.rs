@@ -67,11 +67,11 @@ fn concurrent_opens_all_succeed() {
                 for i in 0..300 {
                     let s = SqliteStore::open(path, SqliteOptions::default())
                         .unwrap_or_else(|e| panic!("open {w}/{i}: {e}"));
-                    s.update(&format!("s{}", i % 3), &mut |st| {
+                    s.update(&format!("s{}", i % 3), &mut |st, _| {
                         st.streak = Default::default();
                     })
                     .unwrap();
-                    s.update(&format!("s{}", i % 3), &mut |_| {}).unwrap();
+                    s.update(&format!("s{}", i % 3), &mut |_, _| {}).unwrap();
                 }
             });
         }

@@ -35,15 +35,22 @@ pub struct Endpoint {
     pub token: Option<String>,
 }
 
+/// A whole scrape: the families `families` appends, then the `# EOF` OpenMetrics ends with.
+pub fn exposition(families: impl FnOnce(&mut String)) -> String {
+    let mut out = String::new();
+    families(&mut out);
+    out.push_str("# EOF\n");
+    out
+}
+
 impl Endpoint {
     /// The whole response body: every renderer, then `# EOF`.
     pub fn body(&self) -> String {
-        let mut out = String::new();
-        for r in &self.renderers {
-            r(&mut out);
-        }
-        out.push_str("# EOF\n");
-        out
+        exposition(|out| {
+            for r in &self.renderers {
+                r(out);
+            }
+        })
     }
 
     /// Why a request is refused, or `None`.
@@ -76,7 +83,11 @@ async fn metrics(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap) -> R
     if let Some(refused) = endpoint.refusal(&headers) {
         return refused;
     }
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], endpoint.body()).into_response()
+    // A renderer may read a store (SQLite, Redis): off the async threads.
+    match tokio::task::spawn_blocking(move || endpoint.body()).await {
+        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
 /// The routes: `GET /metrics` only (other methods get 405, other paths 404).

@@ -6,6 +6,7 @@
 //! An adapter is handed one observer; [`Fanout`] makes several (metrics, traces, logs) one.
 #![deny(missing_docs)]
 
+pub mod counters;
 pub mod http;
 pub mod log;
 pub mod process;

@@ -11,7 +11,7 @@
 
 use loopbrake_core::{SessionState, Verdict};
 use loopbrake_session::{Observed, ObservedKind, Observer, SessionError};
-use loopbrake_store::{SessionInfo, Store, StoreError};
+use loopbrake_store::{Counters, SessionInfo, Store, StoreError, Tally};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -371,10 +371,20 @@ impl<S: Store + ?Sized> Store for Timed<S> {
     fn update(
         &self,
         session: &str,
-        f: &mut dyn FnMut(&mut SessionState),
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
         self.metrics
             .store_call("update", || self.inner.update(session, f))
+    }
+
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
+        self.metrics
+            .store_call("add_counts", || self.inner.add_counts(tally))
+    }
+
+    fn counters(&self) -> Result<Counters, StoreError> {
+        self.metrics
+            .store_call("counters", || self.inner.counters())
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {

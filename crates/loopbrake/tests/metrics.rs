@@ -175,6 +175,26 @@ fn serve_metrics_show_a_streak_deny_its_latency_and_nothing_left_in_flight() {
         .is_some_and(|n| n >= 6.0),
         "{text}"
     );
+    // The store's counters (what every process sharing the store counted) under the same
+    // endpoint, once: the deny by the streak brake, and the session it holds.
+    let store_denies: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("loopbrake_calls_judged_total{")
+                && l.contains(r#"verdict="deny""#)
+                && l.contains(r#"engine="streak""#)
+        })
+        .collect();
+    assert!(
+        store_denies.len() == 1 && store_denies[0].ends_with(" 1"),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "loopbrake_sessions_active"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     // Neither the session key nor anything of the arguments is a label.
     assert!(
         !text.contains("s1") && !text.contains("127.0.0.1:9"),

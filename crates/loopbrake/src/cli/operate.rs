@@ -13,7 +13,7 @@ use loopbrake_telemetry::log::{Format, Level, Log};
 use loopbrake_telemetry::process::{ProcessMetrics, Timed};
 use loopbrake_telemetry::Fanout;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The log's format on stderr.
 #[derive(Debug, Clone, Copy, Default, clap::ValueEnum)]
@@ -48,6 +48,8 @@ pub struct Telemetry {
     log: Log,
     metrics: Option<ProcessMetrics>,
     endpoint: Option<(SocketAddr, Endpoint)>,
+    /// The store whose counters the endpoint serves beside the process's own.
+    store: OnceLock<Arc<dyn Store>>,
 }
 
 impl Telemetry {
@@ -80,6 +82,7 @@ impl Telemetry {
             log: Log::stderr(format),
             metrics,
             endpoint,
+            store: OnceLock::new(),
         }))
     }
 
@@ -95,17 +98,34 @@ impl Telemetry {
         fanout.into_observer()
     }
 
-    /// The store, timed when metrics are served.
+    /// The store, timed when metrics are served; its counters (what every process sharing
+    /// it counted) are served beside the process's own.
     pub fn store(&self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        let _ = self.store.set(store.clone());
         match &self.metrics {
             Some(m) => Arc::new(Timed::new(store, m.clone())),
             None => store,
         }
     }
 
-    /// The metrics endpoint's address and what it serves, when `--metrics` was given.
+    /// The metrics endpoint's address and what it serves, when `--metrics` was given: the
+    /// process's registry, then the store's counters and sessions (a store that cannot be
+    /// read leaves them out of that scrape; the process's store errors count it).
     pub fn endpoint(&self) -> Option<(SocketAddr, Endpoint)> {
-        self.endpoint.clone()
+        let (addr, mut endpoint) = self.endpoint.clone()?;
+        if let Some(store) = self.store.get().cloned() {
+            endpoint.renderers.push(Arc::new(move |out: &mut String| {
+                if let (Ok(counters), Ok(sessions)) = (store.counters(), store.list()) {
+                    loopbrake_telemetry::counters::render(
+                        &counters,
+                        &sessions,
+                        loopbrake_telemetry::counters::TOP_TOOLS,
+                        out,
+                    );
+                }
+            }));
+        }
+        Some((addr, endpoint))
     }
 
     /// Serves the metrics on a thread of their own (for a command that is not async) and

@@ -3,7 +3,8 @@
 //! Pages (server-rendered with maud, updated by a little vanilla JavaScript that polls the
 //! JSON API; no build step): the sessions, one session's recent decisions, and the
 //! settings form. The API: `GET /api/sessions`, `GET|DELETE /api/sessions/{key}`,
-//! `GET|PUT /api/config`. Editing the configuration validates the whole file with the
+//! `GET|PUT /api/config`, and `GET /metrics`: the store's counters for Prometheus
+//! (`loopbrake_telemetry::counters`), behind the same checks as every other route. Editing the configuration validates the whole file with the
 //! rules of `config check` and writes it atomically, comments and keys the form does not
 //! know kept (`toml_edit`); an invalid edit is refused with its key, value and rule, and
 //! the file is left untouched.
@@ -71,6 +72,7 @@ pub fn router(ui: Ui) -> Router {
             get(api_session).delete(api_reset_session),
         )
         .route("/api/config", get(api_config).put(api_put_config))
+        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(ui.clone(), guard))
         .with_state(ui)
 }
@@ -247,12 +249,35 @@ pub fn session_json(info: &SessionInfo, with_log: bool) -> Value {
         "exemptions": b.exemptions,
         "refusals": b.refusals,
         "stopped": st.stopped(),
-        "gated": st.stopped() > 0 || b.refusals > 0,
+        "gated": loopbrake_telemetry::counters::gated(st),
     });
     if with_log {
         v["log"] = json!(st.log().collect::<Vec<_>>());
     }
     v
+}
+
+/// The store's counters and its sessions, as a Prometheus scrape.
+async fn metrics(State(ui): State<Shared>) -> Response {
+    let store = ui.store.clone();
+    match blocking(move || Ok((store.counters()?, store.list()?))).await {
+        Ok((counters, sessions)) => (
+            [(
+                header::CONTENT_TYPE,
+                loopbrake_telemetry::http::CONTENT_TYPE,
+            )],
+            loopbrake_telemetry::http::exposition(|out| {
+                loopbrake_telemetry::counters::render(
+                    &counters,
+                    &sessions,
+                    loopbrake_telemetry::counters::TOP_TOOLS,
+                    out,
+                )
+            }),
+        )
+            .into_response(),
+        Err(r) => r,
+    }
 }
 
 /// Every stored session as the dashboard shows it, the most recently active first.

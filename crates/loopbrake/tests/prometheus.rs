@@ -1,0 +1,221 @@
+//! `loopbrake ui`'s `/metrics` scraped by a real Prometheus (Debian's `prometheus`;
+//! `scripts/test` installs it when missing): real `loopbrake hook claude` processes make a
+//! loop on one SQLite file, the dashboard serves the store's counters behind its token, and
+//! Prometheus's HTTP API returns the series. Also the endpoint itself over HTTP: the token,
+//! the content type, no session key in the text.
+
+mod support;
+use support::*;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "metrics-test-token-1234";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn loopbrake(cfg: &Path) -> Command {
+    let mut c = isolated_bin();
+    c.arg("--config").arg(cfg);
+    c
+}
+
+/// One `loopbrake hook claude` process with `payload` on its stdin; its stdout.
+fn hook(cfg: &Path, payload: &str) -> String {
+    let mut child = loopbrake(cfg)
+        .args(["hook", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `GET path` with optional bearer token: status line, headers and body as one text.
+fn get(addr: &str, path: &str, token: Option<&str>) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_ui(cfg: &Path) -> (Killed, String) {
+    let mut child = loopbrake(cfg)
+        .args(["ui", "--listen", "127.0.0.1:0", "--token", TOKEN])
+        .env_remove("LOOPBRAKE_UI_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    (Killed(child), addr)
+}
+
+#[test]
+fn prometheus_scrapes_the_stores_counters_through_the_dashboard() {
+    let prometheus = "prometheus";
+    assert!(
+        which(prometheus),
+        "prometheus must be installed (scripts/test installs Debian's prometheus)"
+    );
+    let dir = tmpdir("prometheus", "scrape");
+    let cfg = dir.join("loopbrake.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[store]\nkind = \"sqlite\"\npath = \"{}\"\n",
+            dir.join("state.db").display()
+        ),
+    )
+    .unwrap();
+
+    // A loop, hook process by hook process: the third identical call is denied.
+    let session = "prom-session-7f3a";
+    let mut outs = Vec::new();
+    for i in 0..3 {
+        let payload = json!({"session_id": session, "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": "curl -s https://example.com/x"},
+            "tool_use_id": format!("t{i}")});
+        outs.push(hook(&cfg, &payload.to_string()));
+    }
+    assert!(outs[2].contains("\"deny\""), "{outs:?}");
+    // A payload that cannot be read: the failure policy (fail open) applies, and is counted.
+    hook(&cfg, "{not json");
+
+    let (_ui, addr) = start_ui(&cfg);
+
+    // The endpoint: the token is required, the text is OpenMetrics, no session key in it.
+    let refused = get(&addr, "/metrics", None);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let text = get(&addr, "/metrics", Some(TOKEN));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{text}"
+    );
+    for line in [
+        r#"loopbrake_calls_judged_total{verdict="allow",engine="none",track="none",tool="Bash"} 2"#,
+        r#"loopbrake_calls_judged_total{verdict="deny",engine="streak",track="streak",tool="Bash"} 1"#,
+        r#"loopbrake_unjudged_calls_total{policy="fail_open"} 1"#,
+        "loopbrake_sessions_active 1",
+        "loopbrake_sessions_gated 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(!text.contains(session), "{text}");
+    assert!(!text.contains("example.com"), "{text}");
+
+    // Prometheus scrapes it with the token and answers the series.
+    let prom_dir = dir.join("prometheus");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    let prom_cfg = prom_dir.join("prometheus.yml");
+    std::fs::write(
+        &prom_cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: loopbrake\n    metrics_path: /metrics\n    authorization:\n      credentials: {TOKEN}\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let _prom = Killed(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", prom_cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                prom_dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    let query = "loopbrake_calls_judged_total{verdict=\"deny\",engine=\"streak\"}";
+    let path = format!(
+        "/api/v1/query?query={}",
+        url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>()
+    );
+    let prom_addr = format!("127.0.0.1:{port}");
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        if TcpStream::connect(&prom_addr).is_ok() {
+            last = get(&prom_addr, &path, None);
+            if let Some(body) = last.split("\r\n\r\n").nth(1) {
+                let body = body.trim();
+                // A chunked body: the JSON is between its size lines.
+                let json_text = body
+                    .find('{')
+                    .and_then(|a| body.rfind('}').map(|b| &body[a..=b]))
+                    .unwrap_or("");
+                if let Ok(v) = serde_json::from_str::<Value>(json_text) {
+                    let result = &v["data"]["result"];
+                    if let Some(series) = result.as_array().and_then(|r| r.first()) {
+                        assert_eq!(series["metric"]["tool"], "Bash");
+                        assert_eq!(series["metric"]["track"], "streak");
+                        assert_eq!(series["metric"]["job"], "loopbrake");
+                        assert_eq!(series["value"][1], "1", "{v}");
+                        assert_eq!(result.as_array().unwrap().len(), 1);
+                        break;
+                    }
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "Prometheus never returned the series; last answer:\n{last}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn which(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
