@@ -13,6 +13,7 @@
 use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
 use crate::canonical::CanonicalError;
 use crate::config::Config;
+use crate::progress::{OutputDigest, Stopped};
 use crate::streak::{LoopBrakeError, StreakBrake, StreakState, StreakVerdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -141,6 +142,10 @@ pub struct PostDecision {
     pub advisories: Vec<Advisory>,
     /// The classified failure.
     pub failure: Option<Failure>,
+    /// For a call loopbrake stopped whose output is known all the same (a recorded run's
+    /// outcome of a denied call, an asked call the operator approved): whether it was waste
+    /// or new information. Only with the progress signal on (output memory).
+    pub stopped: Option<Stopped>,
     /// Asks of this session settled as declined before this event.
     pub settled: Vec<Settled>,
 }
@@ -179,6 +184,14 @@ struct CallRecord {
     /// to tell a reused id from the same call seen twice.
     #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
     digest: u32,
+    /// For a call stopped (denied or asked): what the same call returned the last time it
+    /// ran, when the output memory held it, to judge the call's own output if it runs or is
+    /// replayed anyway.
+    #[serde(default, rename = "b", skip_serializing_if = "Option::is_none")]
+    before: Option<OutputDigest>,
+    /// The call was asked about (it stays a stopped call once approved).
+    #[serde(default, rename = "a", skip_serializing_if = "std::ops::Not::not")]
+    asked: bool,
 }
 
 /// Decisions an operator can see per session (the dashboard's timeline).
@@ -258,7 +271,18 @@ impl SessionState {
             id: id.to_string(),
             status,
             digest,
+            before: None,
+            asked: false,
         });
+    }
+
+    /// Remembers, for a call just stopped, what the same call returned last (kept from the
+    /// first time it was stopped, when it is judged again).
+    fn note_stopped(&mut self, id: &str, before: Option<OutputDigest>, asked: bool) {
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+            c.before = c.before.or(before);
+            c.asked |= asked;
+        }
     }
 
     /// Ids of the calls waiting for their result, oldest first.
@@ -268,6 +292,15 @@ impl SessionState {
 
     fn status(&self, id: &str) -> Option<CallStatus> {
         self.calls.iter().find(|c| c.id == id).map(|c| c.status)
+    }
+
+    /// For a call stopped (denied, or asked about): what the same call returned last.
+    fn stopped_call(&self, id: &str) -> Option<Option<OutputDigest>> {
+        self.calls
+            .iter()
+            .find(|c| c.id == id)
+            .filter(|c| c.asked || c.status == CallStatus::Denied)
+            .map(|c| c.before)
     }
 
     /// Number of calls remembered between call and result.
@@ -484,6 +517,8 @@ impl Engine {
                     st.count_stop(Verdict::Deny);
                 }
                 st.record(call.id, CallStatus::Denied, digest);
+                let before = st.streak.outcome_of(&streak_digest);
+                st.note_stopped(call.id, before, false);
                 st.note(&d, call.tool, || self.exact_preview(call));
                 return Ok(d);
             }
@@ -498,8 +533,25 @@ impl Engine {
             st.count_stop(d.verdict);
         }
         st.record(call.id, status, digest);
+        if matches!(d.verdict, Verdict::Ask | Verdict::Deny) {
+            let before = self.last_output(st, call);
+            st.note_stopped(call.id, before, d.verdict == Verdict::Ask);
+        }
         st.note(&d, call.tool, || self.exact_preview(call));
         Ok(d)
+    }
+
+    /// What the call's `exact:` identity returned the last time it ran, when the breaker's
+    /// output memory holds it (computed only for a call stopped: the rare case).
+    fn last_output(&self, st: &SessionState, call: &Call<'_>) -> Option<OutputDigest> {
+        let set =
+            crate::breaker::fingerprint::fingerprints(self.breaker.config(), call.tool, call.args)
+                .ok()?;
+        let exact = set
+            .fps
+            .iter()
+            .find(|f| f.kind == crate::breaker::fingerprint::Kind::Exact)?;
+        st.breaker.last_output(exact.id)
     }
 
     /// A call's redacted `exact:` preview, as the timeline shows a call that ran: a denied
@@ -584,6 +636,10 @@ impl Engine {
             settled,
             ..PostDecision::default()
         };
+        let progress = self.streak.config().progress() || self.breaker.config().progress();
+        if let Some(before) = st.stopped_call(call_id).filter(|_| progress) {
+            p.stopped = crate::progress::judge_stopped(crate::progress::digest(outcome), before);
+        }
         if st.status(call_id) == Some(CallStatus::Denied) {
             p.ignored = Some("denied");
             // The call is closed: both engines forget its id, which may name a new call now.

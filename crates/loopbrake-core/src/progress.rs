@@ -29,6 +29,46 @@ pub const MAX_DIGEST_BYTES: usize = 64 * 1024;
 #[serde(transparent)]
 pub struct OutputDigest(pub u64);
 
+/// What a stopped call would have brought, judged by what it returned when it ran anyway (a
+/// recorded run replayed, an ask the operator approved): *waste* when its output repeated
+/// what the same call returned last, *new information* when it differed or nothing came
+/// before. `None` when its output is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// Its output repeated the last identical call's: stopping it lost nothing.
+    Waste,
+    /// Its output was new: stopping it stopped progress.
+    NewInformation,
+}
+
+impl Stopped {
+    /// `waste` or `new_information`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stopped::Waste => "waste",
+            Stopped::NewInformation => "new_information",
+        }
+    }
+}
+
+/// Judges a stopped call's output `now` against what the same call returned `before`: the
+/// one rule the replay report and the live counters share.
+///
+/// ```
+/// use loopbrake_core::progress::{judge_stopped, OutputDigest, Stopped};
+/// let d = OutputDigest(7);
+/// assert_eq!(judge_stopped(Some(d), Some(d)), Some(Stopped::Waste));
+/// assert_eq!(judge_stopped(Some(d), None), Some(Stopped::NewInformation));
+/// assert_eq!(judge_stopped(None, Some(d)), None);
+/// ```
+pub fn judge_stopped(now: Option<OutputDigest>, before: Option<OutputDigest>) -> Option<Stopped> {
+    match (now?, before) {
+        (now, Some(before)) if now == before => Some(Stopped::Waste),
+        _ => Some(Stopped::NewInformation),
+    }
+}
+
 /// The digest of what an outcome said: its structured fields and its normalised text.
 /// `None` when the outcome carries nothing to compare (no text, no field): an unknown
 /// outcome is never evidence of progress.

@@ -228,6 +228,15 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl StreakState {
+    /// What the latest call of the current streak returned, when the streak is the call
+    /// with this digest and an outcome was reported.
+    pub fn outcome_of(&self, digest: &[u8; 32]) -> Option<OutputDigest> {
+        match &self.hash {
+            Some(h) if *h == hex::encode(digest) => self.outcome,
+            _ => None,
+        }
+    }
+
     /// Identical calls in a row so far (refused attempts included) and, of their reported
     /// outcomes, how many in a row were the same, when the current streak is the call with
     /// this digest; `(0, 0)` otherwise.

@@ -13,7 +13,7 @@
 //! share of new information among stopped calls is the false-alarm rate on that history.
 
 use crate::processor::Record;
-use loopbrake_core::progress::OutputDigest;
+use loopbrake_core::progress::{judge_stopped, OutputDigest, Stopped};
 use loopbrake_core::{Settled, Verdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
@@ -111,10 +111,10 @@ impl SessionReport {
         if !matches!(mark.verdict, Verdict::Ask | Verdict::Deny) {
             return;
         }
-        let judged = match (output, previous.flatten()) {
-            (None, _) => Judged::Unknown,
-            (Some(now), Some(before)) if now == before => Judged::Waste,
-            _ => Judged::NewInformation,
+        let judged = match judge_stopped(output, previous.flatten()) {
+            None => Judged::Unknown,
+            Some(Stopped::Waste) => Judged::Waste,
+            Some(Stopped::NewInformation) => Judged::NewInformation,
         };
         match judged {
             Judged::Waste => self.waste += 1,

@@ -48,6 +48,10 @@ pub mod metrics {
     /// Calls loopbrake could not judge, by the failure policy applied: label `policy`
     /// (`fail_open`, `fail_closed`). Only what the store could still count.
     pub const UNJUDGED: &str = "loopbrake_unjudged_calls_total";
+    /// Calls loopbrake stopped whose output is known all the same (a recorded run's
+    /// outcome of a denied call, an asked call the operator approved), by what it was:
+    /// label `judged` (`waste`: the same output as the call's last; `new_information`).
+    pub const STOPPED: &str = "loopbrake_stopped_calls_total";
 
     /// The `track` label of a decision: `none` for a call allowed outright; the breaker
     /// track that gated it (`repeat`, `failure`, `cycle`, `struggle`, `unchanged`) or
@@ -101,6 +105,15 @@ fn tally_settled(t: &mut Tally, settled: &[Settled]) {
         &[("answer", "unanswered")],
         settled.len() as u64,
     );
+}
+
+/// Tallies what a call's recorded outcome settled, and whether a call loopbrake stopped
+/// was waste or new information.
+fn tally_post(t: &mut Tally, p: &PostDecision) {
+    tally_settled(t, &p.settled);
+    if let Some(s) = p.stopped {
+        t.add(metrics::STOPPED, &[("judged", s.as_str())], 1);
+    }
 }
 
 /// Tallies an operator's answer.
@@ -378,7 +391,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
             let p = self.engine.post(st, call_id, outcome)?;
-            tally_settled(t, &p.settled);
+            tally_post(t, &p);
             Ok(p)
         });
         self.tell(key, "post", started, &result, |post| {
@@ -410,7 +423,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
                 }
             }
             let p = self.engine.post(st, &id, outcome)?;
-            tally_settled(t, &p.settled);
+            tally_post(t, &p);
             Ok(p)
         });
         self.tell(key, "post", started, &result, |post| {

@@ -163,3 +163,68 @@ fn a_tool_name_holding_a_secret_is_redacted_in_its_label() {
         }
     }
 }
+
+/// A stopped call whose output comes all the same (a replay's recorded outcome) counts as
+/// waste when it repeats the call's last output and as new information when it does not.
+#[test]
+fn stopped_calls_with_known_outputs_count_as_waste_or_new_information() {
+    let engine = Engine::new(Config::default());
+    let store = MemoryStore::new();
+    let s = Sessions::new(&engine, &store);
+    let args = json!({"command": "make test"});
+    let outputs = ["FAIL x", "FAIL x", "FAIL x", "PASS"];
+    for (i, out) in outputs.iter().enumerate() {
+        let id = i.to_string();
+        let call = Call {
+            session: "s",
+            id: &id,
+            tool: "Bash",
+            args: &args,
+        };
+        let _ = s.pre("s", &call).unwrap();
+        // A replayed run: every call ran, denied or not, and its outcome is recorded.
+        s.post("s", &id, &Outcome::success(*out)).unwrap();
+    }
+    let c = store.counters().unwrap();
+    // Calls 3 and 4 are refused by the streak brake: the 3rd returned what the 2nd did,
+    // the 4th something new.
+    assert_eq!(c.get(metrics::STOPPED, &[("judged", "waste")]), 1);
+    assert_eq!(c.get(metrics::STOPPED, &[("judged", "new_information")]), 1);
+}
+
+/// An asked call the operator approves runs: its output says whether stopping it would have
+/// been waste.
+#[test]
+fn an_approved_ask_counts_as_waste_when_it_returns_the_same_again() {
+    let engine = Engine::new(
+        Config::from_toml_str(
+            "[streak]\nenabled = false\n[breaker]\non_limit = \"ask\"\n",
+            &no_env,
+        )
+        .unwrap(),
+    );
+    let store = MemoryStore::new();
+    let s = Sessions::new(&engine, &store);
+    let args = json!({"command": "cat notes.txt"});
+    let mut asked = 0;
+    for i in 0..20 {
+        let id = i.to_string();
+        let call = Call {
+            session: "s",
+            id: &id,
+            tool: "Bash",
+            args: &args,
+        };
+        let d = s.pre("s", &call).unwrap();
+        if d.verdict == Verdict::Ask {
+            asked += 1;
+            assert!(s.answer("s", &id, true).unwrap().runs());
+        }
+        s.post("s", &id, &Outcome::success("the same notes"))
+            .unwrap();
+    }
+    let c = store.counters().unwrap();
+    assert!(asked > 0);
+    assert_eq!(c.get(metrics::STOPPED, &[("judged", "waste")]), asked);
+    assert_eq!(c.get(metrics::STOPPED, &[("judged", "new_information")]), 0);
+}

@@ -40,6 +40,10 @@ pub const COUNTERS: &[(&str, &str)] = &[
         "Operator asks by what became of them: approved, declined, or unanswered (settled as declined by a later event of the session).",
     ),
     (
+        metrics::STOPPED,
+        "Calls loopbrake stopped whose output is known all the same (a replayed run's recorded outcome, an ask the operator approved), by what it was: waste (the same output as that call's last) or new_information.",
+    ),
+    (
         metrics::UNJUDGED,
         "Calls loopbrake could not judge while its store worked (a payload it could not read), by the failure policy applied. A store that is down cannot count its own failures.",
     ),

@@ -350,6 +350,21 @@ impl BreakerState {
         self.fail.iter().find(|f| f.fp == id)
     }
 
+    /// What the call with this `exact:` id returned the last time it ran, when the output
+    /// memory still holds it (the unchanged track's last 64 identities, else the window's).
+    pub fn last_output(&self, exact: FpId) -> Option<OutputDigest> {
+        self.unchanged
+            .iter()
+            .find(|u| u.fp == exact)
+            .map(|u| u.out)
+            .or_else(|| {
+                self.outputs
+                    .iter()
+                    .find(|(id, _)| *id == exact)
+                    .map(|(_, d)| *d)
+            })
+    }
+
     /// The unchanged track's count for a call's `exact:` id (`loopbrake explain`).
     pub fn unchanged_view(&self, exact: FpId, limit: Option<u32>) -> UnchangedView {
         let u = self.unchanged.iter().find(|u| u.fp == exact);
