@@ -64,9 +64,11 @@ impl Store for MemoryStore {
         let now = now_ms();
         let mut map = self.lock();
         self.sweep(&mut map, now);
-        let entry = map
-            .entry(session.to_string())
-            .or_insert_with(|| (SessionState::default(), now));
+        // The key is copied only for a new session.
+        if !map.contains_key(session) {
+            map.insert(session.to_string(), (SessionState::default(), now));
+        }
+        let entry = map.get_mut(session).expect("present or just inserted");
         if self
             .idle_ttl_ms
             .is_some_and(|ttl| now.saturating_sub(entry.1) > ttl)
