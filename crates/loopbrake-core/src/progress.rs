@@ -276,8 +276,14 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
                 i = number(text, i, out);
             }
             _ => {
-                out.push(c);
-                i += 1;
+                // A run of such bytes (blanks, punctuation, the bytes of non-ASCII
+                // characters) is copied as it is, in one copy.
+                let n = b[i..]
+                    .iter()
+                    .take_while(|c| !is_word(**c) && !matches!(**c, 0x1b | b'\r' | b'\n' | b'/'))
+                    .count();
+                out.extend_from_slice(&b[i..i + n]);
+                i += n;
             }
         }
     }

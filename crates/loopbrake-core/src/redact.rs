@@ -290,10 +290,10 @@ fn user_colon_password(s: &str) -> bool {
 
 struct Compiled {
     key_needles: AhoCorasick,
-    /// Every anchor (pattern `i` wakes row `anchor_row[i]`), then every key needle, all
-    /// reported (overlapping): the one scan that tells which shapes can match and whether
-    /// any key name can.
-    any: AhoCorasick,
+    /// Every anchor (pattern `i` wakes row `anchor_row[i]`), then every key needle: the
+    /// scan that tells which shapes can match and whether any key name can
+    /// ([`anchors_present`]).
+    any_leftmost: AhoCorasick,
     /// For each anchor, the row of [`SHAPES`] it wakes.
     anchor_row: Vec<usize>,
     shapes: Vec<Regex>,
@@ -320,9 +320,9 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     all.extend_from_slice(KEY_NEEDLES);
     Compiled {
         key_needles: ac(KEY_NEEDLES.to_vec()),
-        any: AhoCorasick::builder()
+        any_leftmost: AhoCorasick::builder()
             .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
+            .match_kind(MatchKind::LeftmostFirst)
             .build(all)
             .expect("constant needles"),
         anchor_row,
@@ -352,13 +352,9 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     // Which shapes can match, and whether any key name can, in one scan (redaction only
     // adds markers, which hold no anchor or key name, so what was absent stays absent).
     // Most text has neither: it is read once and returned as it is.
-    let mut rows = 0u64;
-    let mut keys = false;
-    for m in c.any.find_overlapping_iter(text) {
-        match c.anchor_row.get(m.pattern().as_usize()) {
-            Some(row) => rows |= 1 << row,
-            None => keys = true,
-        }
+    let (rows, keys) = anchors_present(c, text);
+    if rows == 0 && !keys {
+        return Cow::Borrowed(text);
     }
     let mut out = Cow::Borrowed(text);
     for (row, shape) in SHAPES.iter().enumerate() {
@@ -371,6 +367,46 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     } else {
         out
     }
+}
+
+/// The rows of [`SHAPES`] whose anchors occur in `text` (bit `row`), and whether a key
+/// needle occurs: every occurrence of every needle, as an overlapping search reports them.
+///
+/// No needle is a prefix of another (a test holds it), so at most one needle starts at any
+/// position, and the leftmost match found from each position after the last match's start
+/// enumerates them all. Each search skips to its next candidate with the automaton's
+/// prefilter (a vectorised scan), where an overlapping search steps the automaton through
+/// every byte.
+fn anchors_present(c: &Compiled, text: &str) -> (u64, bool) {
+    let mut rows = 0u64;
+    let mut keys = false;
+    let mut from = 0;
+    while from < text.len() {
+        let input = aho_corasick::Input::new(text).span(from..text.len());
+        let Some(m) = c.any_leftmost.find(input) else {
+            break;
+        };
+        match c.anchor_row.get(m.pattern().as_usize()) {
+            Some(row) => rows |= 1 << row,
+            None => keys = true,
+        }
+        from = m.start() + 1;
+    }
+    (rows, keys)
+}
+
+/// The index of the `n`-th character of `text` (0-based), `None` when it has at most `n`:
+/// `text.char_indices().nth(n)`, without decoding characters when the prefix is ASCII.
+fn nth_char_index(text: &str, n: usize) -> Option<usize> {
+    if text.len() <= n {
+        // Fewer bytes than `n + 1`, so fewer characters.
+        return None;
+    }
+    if text.as_bytes()[..n].is_ascii() {
+        // `n` one-byte characters, and a character starts at `n`.
+        return Some(n);
+    }
+    text.char_indices().nth(n).map(|(i, _)| i)
 }
 
 /// How far past a cut a secret is still recognised whole: [`redact_cut`] redacts this much
@@ -386,13 +422,13 @@ pub const CUT_MARGIN: usize = 1024;
 /// assert_eq!(redact_cut(&long, 14), "token=[REDACTE");
 /// ```
 pub fn redact_cut(text: &str, chars: usize) -> String {
-    let head = match text.char_indices().nth(chars + CUT_MARGIN) {
-        Some((i, _)) => &text[..i],
+    let head = match nth_char_index(text, chars + CUT_MARGIN) {
+        Some(i) => &text[..i],
         None => text,
     };
     let red = redact(head);
-    match red.char_indices().nth(chars) {
-        Some((i, _)) => red[..i].to_string(),
+    match nth_char_index(&red, chars) {
+        Some(i) => red[..i].to_string(),
         None => red.into_owned(),
     }
 }
@@ -714,6 +750,91 @@ fn value_span(
 mod tests {
     use super::*;
     use loopbrake_testkit::{CREDENTIAL_CASES, ORDINARY_TEXTS};
+    use proptest::prelude::*;
+
+    /// Every needle of the anchor scan, in its order.
+    fn needles() -> Vec<&'static str> {
+        let mut all: Vec<&str> = SHAPES
+            .iter()
+            .flat_map(|s| s.anchors.iter().copied())
+            .collect();
+        all.extend_from_slice(KEY_NEEDLES);
+        all
+    }
+
+    /// What [`anchors_present`] must find: every match of an overlapping search.
+    fn overlapping(text: &str) -> (u64, bool) {
+        let c = &*COMPILED;
+        let ac = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(needles())
+            .unwrap();
+        let (mut rows, mut keys) = (0u64, false);
+        for m in ac.find_overlapping_iter(text) {
+            match c.anchor_row.get(m.pattern().as_usize()) {
+                Some(row) => rows |= 1 << row,
+                None => keys = true,
+            }
+        }
+        (rows, keys)
+    }
+
+    /// The anchor scan relies on it: at most one needle starts at any position.
+    #[test]
+    fn no_needle_is_a_prefix_of_another() {
+        let all = needles();
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate() {
+                assert!(
+                    i == j || !b.to_ascii_lowercase().starts_with(&a.to_ascii_lowercase()),
+                    "{a:?} is a prefix of {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_anchor_scan_finds_what_an_overlapping_search_finds() {
+        let c = &*COMPILED;
+        let texts = CREDENTIAL_CASES
+            .iter()
+            .map(|c| c.text)
+            .chain(ORDINARY_TEXTS.iter().copied())
+            .chain([
+                "",
+                "sshpassword",
+                "PRIVATE KEY",
+                "tokenkey@sk-",
+                "ééssHPass-p",
+            ]);
+        for t in texts {
+            assert_eq!(anchors_present(c, t), overlapping(t), "{t:?}");
+        }
+    }
+
+    proptest! {
+        /// Needles run into each other, overlap, change case and sit among other bytes.
+        #[test]
+        fn the_anchor_scan_agrees_on_needle_soup(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    proptest::sample::select(needles()).prop_map(str::to_string),
+                    proptest::sample::select(needles()).prop_map(|n| n.to_ascii_uppercase()),
+                    proptest::sample::select(needles()).prop_map(|n| n[..n.len() / 2].to_string()),
+                    "[a-zA-Z0-9_ @/.:=é-]{0,4}",
+                ],
+                0..12,
+            )
+        ) {
+            let text = parts.concat();
+            prop_assert_eq!(anchors_present(&COMPILED, &text), overlapping(&text));
+        }
+
+        #[test]
+        fn nth_char_index_is_char_indices_nth(text in "[a-z\\u{e9}\\u{1F600}]{0,12}", n in 0usize..14) {
+            prop_assert_eq!(nth_char_index(&text, n), text.char_indices().nth(n).map(|(i, _)| i));
+        }
+    }
 
     /// Every case of the shared table: its secret does not survive, a marker shows where
     /// it was, and redacting again changes nothing.
@@ -772,12 +893,8 @@ mod tests {
     fn the_marker_wakes_nothing() {
         // `redact` scans once, before replacing: a marker must never bring in an anchor
         // or a key name that the scan did not see.
-        let c = &*COMPILED;
-        assert_eq!(c.any.find_overlapping_iter(MARKER).count(), 0);
-        assert_eq!(
-            c.any.find_overlapping_iter(&format!("a{MARKER}b")).count(),
-            0
-        );
+        assert_eq!(overlapping(MARKER), (0, false));
+        assert_eq!(overlapping(&format!("a{MARKER}b")), (0, false));
     }
 
     #[test]
@@ -823,8 +940,6 @@ mod tests {
             "-----BEGIN RSA PRIVATE KEY-----[REDACTED]-----END RSA PRIVATE KEY-----\nok"
         );
     }
-
-    use proptest::strategy::Strategy as _;
 
     proptest::proptest! {
         /// Any text, however its quotes, escapes and multi-byte characters fall around

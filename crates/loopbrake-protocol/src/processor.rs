@@ -349,7 +349,10 @@ impl Processor {
     }
 
     fn remember(&mut self, key: &str, id: &str) {
-        let q = self.open.entry(key.to_string()).or_default();
+        if !self.open.contains_key(key) {
+            self.open.insert(key.to_string(), VecDeque::new());
+        }
+        let q = self.open.get_mut(key).expect("present or just inserted");
         q.retain(|x| x != id);
         let evicted = if q.len() >= MAX_OPEN_CALLS {
             q.pop_front()

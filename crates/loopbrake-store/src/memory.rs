@@ -93,10 +93,16 @@ impl Store for MemoryStore {
         let now = now_ms();
         let mut inner = self.inner();
         self.sweep(&mut inner.sessions, now);
+        // The key is copied only for a new session.
+        if !inner.sessions.contains_key(session) {
+            inner
+                .sessions
+                .insert(session.to_string(), (SessionState::default(), now));
+        }
         let entry = inner
             .sessions
-            .entry(session.to_string())
-            .or_insert_with(|| (SessionState::default(), now));
+            .get_mut(session)
+            .expect("present or just inserted");
         if self
             .idle_ttl_ms
             .is_some_and(|ttl| now.saturating_sub(entry.1) > ttl)

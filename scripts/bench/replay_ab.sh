@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Two or more loopbrake binaries replaying the same events, side by side in one run: the
+# binaries take turns, five runs each, on one thread and on every core; prints the median
+# wall time, peak RSS and user CPU of each, and the md5 of each output (they must agree).
+# Usage: scripts/bench/replay_ab.sh EVENTS.jsonl BINARY... (e.g. a copy of
+# target/release/loopbrake built at the commit before a change, and the one after).
+set -euo pipefail
+events=$1; shift
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for mode in one all; do
+  args=(); [ "$mode" = one ] && args=(--jobs 1)
+  for _ in 1 2 3 4 5; do
+    n=0
+    for b in "$@"; do
+      n=$((n + 1))
+      /usr/bin/time -f "%e %M %U" -o "$tmp/t" "$b" replay "${args[@]}" "$events" > "$tmp/out.$n"
+      cat "$tmp/t" >> "$tmp/runs.$mode.$n"
+    done
+  done
+  n=0
+  for b in "$@"; do
+    n=$((n + 1))
+    sort -n "$tmp/runs.$mode.$n" | awk -v b="$b" -v m="$mode" \
+      'NR==3 {printf "%-40s %-4s median %.3f s, peak RSS %.1f MiB, user %.2f s\n", b, m, $1, $2/1024, $3}'
+  done
+done
+n=0
+for b in "$@"; do n=$((n + 1)); echo "$(md5sum < "$tmp/out.$n" | cut -c1-32)  $b"; done
