@@ -209,6 +209,7 @@ pub struct Processor {
     call_digests: bool,
     reload: Option<Reloader>,
     observer: Option<Arc<dyn Observer>>,
+    counters: bool,
 }
 
 /// Asked before each event: a new engine when the configuration changed (`serve` reloads
@@ -229,7 +230,15 @@ impl Processor {
             call_digests: false,
             reload: None,
             observer: None,
+            counters: true,
         }
+    }
+
+    /// Whether the operators' counters are kept in the store (the default): `replay` and
+    /// `tune` turn them off, their memory store is thrown away at the end.
+    pub fn with_counters(mut self, yes: bool) -> Self {
+        self.counters = yes;
+        self
     }
 
     /// The processor telling `observer` (metrics, traces, logs) what each event became.
@@ -596,6 +605,7 @@ impl Processor {
         Sessions::new(&self.engine, self.store.as_ref())
             .with_fail_closed(self.fail_closed)
             .with_observer(self.observer.as_deref())
+            .with_counters(self.counters)
     }
 
     fn user(&mut self, line_no: u64, session: &str) -> Handled {

@@ -559,7 +559,8 @@ impl Figures {
 fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
     // The digests the report needs come from the corpus (computed once, not per setting),
     // and no call's preview is shown: the processor computes neither.
-    let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()));
+    let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()))
+        .with_counters(false);
     let mut report = Report::default();
     let mut first_error = None;
     for (i, ((line, ev), digests)) in corpus.events.iter().zip(&corpus.digests).enumerate() {

@@ -224,6 +224,7 @@ pub struct Sessions<'a, S: Store + ?Sized = dyn Store> {
     engine: &'a Engine,
     store: &'a S,
     fail_closed: bool,
+    count: bool,
     observer: Option<&'a dyn Observer>,
     traceparent: Option<&'a str>,
 }
@@ -235,6 +236,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
             engine,
             store,
             fail_closed: false,
+            count: true,
             observer: None,
             traceparent: None,
         }
@@ -309,6 +311,13 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         }
     }
 
+    /// The same service keeping the operators' counters in the store (the default) or not:
+    /// a replay or a tuning sweep over a store it throws away counts nothing.
+    pub fn with_counters(mut self, count: bool) -> Self {
+        self.count = count;
+        self
+    }
+
     /// The same service with the failure policy set (`true`: refuse what cannot be judged).
     pub fn with_fail_closed(mut self, fail_closed: bool) -> Self {
         self.fail_closed = fail_closed;
@@ -338,7 +347,9 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
     ) -> Result<Vec<Settled>, StoreError> {
         update_counted(self.store, key, |st, t| {
             let settled = f(st);
-            tally_settled(t, &settled);
+            if self.count {
+                tally_settled(t, &settled);
+            }
             settled
         })
     }
@@ -348,7 +359,9 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
             let d = self.engine.pre(st, call)?;
-            tally_judged(t, call.tool, &d);
+            if self.count {
+                tally_judged(t, call.tool, &d);
+            }
             Ok(d)
         });
         self.tell(key, "pre", started, &result, |decision| {
@@ -367,8 +380,10 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
             let d = self.engine.answer(st, call_id, approved)?;
-            tally_answer(t, approved);
-            tally_settled(t, &d.settled);
+            if self.count {
+                tally_answer(t, approved);
+                tally_settled(t, &d.settled);
+            }
             Ok(d)
         });
         self.tell(key, "answer", started, &result, |decision| {
@@ -391,7 +406,9 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
             let p = self.engine.post(st, call_id, outcome)?;
-            tally_post(t, &p);
+            if self.count {
+                tally_post(t, &p);
+            }
             Ok(p)
         });
         self.tell(key, "post", started, &result, |post| {
@@ -418,12 +435,16 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
             let id = find_id(st);
             if st.breaker.pending_asks().iter().any(|x| x == &id) {
                 if let Ok(d) = self.engine.answer(st, &id, true) {
-                    tally_answer(t, true);
-                    tally_settled(t, &d.settled);
+                    if self.count {
+                        tally_answer(t, true);
+                        tally_settled(t, &d.settled);
+                    }
                 }
             }
             let p = self.engine.post(st, &id, outcome)?;
-            tally_post(t, &p);
+            if self.count {
+                tally_post(t, &p);
+            }
             Ok(p)
         });
         self.tell(key, "post", started, &result, |post| {
@@ -477,7 +498,7 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
                 None => Vec::new(),
             };
             self.store.remove(k)?;
-            if !settled.is_empty() {
+            if self.count && !settled.is_empty() {
                 // A removal carries no tally: the asks it settles are counted on their own.
                 let mut t = Tally::new();
                 tally_settled(&mut t, &settled);

@@ -228,3 +228,35 @@ fn an_approved_ask_counts_as_waste_when_it_returns_the_same_again() {
     assert_eq!(c.get(metrics::STOPPED, &[("judged", "waste")]), asked);
     assert_eq!(c.get(metrics::STOPPED, &[("judged", "new_information")]), 0);
 }
+
+/// A replay or a tuning sweep (`with_counters(false)`) judges as ever and counts nothing.
+#[test]
+fn a_service_without_counters_judges_the_same_and_counts_nothing() {
+    let engine = Engine::new(Config::default());
+    let counted = MemoryStore::new();
+    let quiet = MemoryStore::new();
+    let args = json!({"command": "ls"});
+    for i in 0..3 {
+        let id = i.to_string();
+        let call = Call {
+            session: "s",
+            id: &id,
+            tool: "Bash",
+            args: &args,
+        };
+        let a = Sessions::new(&engine, &counted).pre("s", &call).unwrap();
+        let b = Sessions::new(&engine, &quiet)
+            .with_counters(false)
+            .pre("s", &call)
+            .unwrap();
+        assert_eq!(a, b);
+    }
+    let deny = [
+        ("verdict", "deny"),
+        ("engine", "streak"),
+        ("track", "streak"),
+        ("tool", "Bash"),
+    ];
+    assert_eq!(judged(&counted, &deny), 1);
+    assert!(quiet.counters().unwrap().values.is_empty());
+}

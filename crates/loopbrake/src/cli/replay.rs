@@ -199,9 +199,12 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     for _ in 0..jobs {
         let store = s.store.open(StoreKind::Memory, &process_env)?;
         processors.push(
+            // A replay is not traffic: it leaves the operators' counters alone, whatever
+            // the store.
             Processor::new(engine.clone(), store)
                 .with_fail_closed(s.store.fail_closed)
-                .with_call_digests(want_report || html.is_some()),
+                .with_call_digests(want_report || html.is_some())
+                .with_counters(false),
         );
     }
     let inputs: Vec<PathBuf> = if files.is_empty() {
