@@ -46,14 +46,16 @@ impl Series {
 
     /// How a store keeps the series: a JSON array of strings, the metric first and then
     /// each label's name and value (any text a tool name holds survives it).
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> String {
-        let mut parts: Vec<&str> = Vec::with_capacity(1 + 2 * self.labels.len());
-        parts.push(&self.metric);
-        for (k, v) in &self.labels {
-            parts.push(k);
-            parts.push(v);
-        }
-        serde_json::to_string(&parts).expect("strings always serialise")
+        let labels: Vec<(&str, &str)> = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut out = String::new();
+        encode_into(&mut out, &self.metric, &labels, None);
+        out
     }
 
     /// The series a stored key names; `None` for a key this version cannot read.
@@ -71,6 +73,45 @@ impl Series {
                 .collect(),
         })
     }
+}
+
+/// Writes a series' stored key into `out`: a JSON array of strings, the metric first and
+/// then each label's name and value, then (with `tool`) the tool label last. Returns where
+/// the tool's value starts in `out` (its end without a tool).
+fn encode_into(
+    out: &mut String,
+    metric: &str,
+    labels: &[(&str, &str)],
+    tool: Option<&str>,
+) -> usize {
+    fn string(out: &mut String, s: &str) {
+        if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            // Nothing to escape (metric and label names, most values): as it is.
+            out.push('"');
+            out.push_str(s);
+            out.push('"');
+        } else {
+            out.push_str(&serde_json::to_string(s).expect("strings always serialise"));
+        }
+    }
+    out.push('[');
+    string(out, metric);
+    for (k, v) in labels {
+        out.push(',');
+        string(out, k);
+        out.push(',');
+        string(out, v);
+    }
+    let mut at = out.len();
+    if let Some(tool) = tool {
+        out.push(',');
+        string(out, TOOL_LABEL);
+        out.push(',');
+        at = out.len();
+        string(out, tool);
+    }
+    out.push(']');
+    at
 }
 
 /// One increment of a tally, as a store applies it.
@@ -100,7 +141,11 @@ impl Tally {
 
     /// Adds `n` to the counter `metric` with `labels`.
     pub fn add(&mut self, metric: &str, labels: &[(&str, &str)], n: u64) {
-        let key = Series::new(metric, labels).encode();
+        if n == 0 {
+            return;
+        }
+        let mut key = String::with_capacity(64);
+        encode_into(&mut key, metric, labels, None);
         self.push(Inc { key, tool: None, n });
     }
 
@@ -108,12 +153,17 @@ impl Tally {
     /// `tool`; the store folds a tool past its bound into [`OTHER_TOOL`]. The caller
     /// redacts the name first.
     pub fn add_for_tool(&mut self, metric: &str, labels: &[(&str, &str)], tool: &str, n: u64) {
-        let mut with = labels.to_vec();
-        with.push((TOOL_LABEL, tool));
-        let key = Series::new(metric, &with).encode();
-        *with.last_mut().expect("pushed above") = (TOOL_LABEL, OTHER_TOOL);
-        let other = Series::new(metric, &with).encode();
-        let tool = (tool != OTHER_TOOL).then(|| (tool.to_string(), other));
+        if n == 0 {
+            return;
+        }
+        let mut key = String::with_capacity(96);
+        let before_tool = encode_into(&mut key, metric, labels, Some(tool));
+        let tool = (tool != OTHER_TOOL).then(|| {
+            // The same series with the tool folded: the key up to the tool's value, then
+            // `"other"]`.
+            let other = format!("{}\"{OTHER_TOOL}\"]", &key[..before_tool]);
+            (tool.to_string(), other)
+        });
         self.push(Inc { key, tool, n });
     }
 

@@ -37,8 +37,12 @@ impl Inner {
                 }
                 _ => &inc.key,
             };
-            let v = self.counters.entry(key.clone()).or_insert(0);
-            *v = v.saturating_add(inc.n);
+            match self.counters.get_mut(key) {
+                Some(v) => *v = v.saturating_add(inc.n),
+                None => {
+                    self.counters.insert(key.clone(), inc.n);
+                }
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ fn exported() -> BTreeSet<String> {
             s.post("s", &id, &Outcome::success("same")).unwrap();
         }
     }
+    // A replayed run: the call refused ran all the same and returned the same again.
+    s.post("s", "2", &Outcome::success("same")).unwrap();
     s.count_unjudged(&unjudged("payload", false)).unwrap();
     let breaker =
         Engine::new(Config::from_toml_str("[streak]\nenabled = false\n", &no_env).unwrap());
