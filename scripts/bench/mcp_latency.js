@@ -52,6 +52,19 @@ async function connect([command, args]) {
   return { client, transport };
 }
 
+// CPU time (ns) and context switches of a process, all its threads, from /proc: what the
+// process in the middle (relay or proxy) spends per message, whatever the wall clock says.
+function usage(pid) {
+  let ns = 0, switches = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    const st = fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+    switches += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(st)[1]);
+    switches += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(st)[1]);
+  }
+  return { ns, switches };
+}
+
 const pct = (xs, p) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 
 async function main() {
@@ -61,6 +74,9 @@ async function main() {
   for (const [name] of conns) times[name] = { call: [], ping: [] };
   const calls = Number(n);
   const warmup = Math.min(200, Math.floor(calls / 10));
+  const used = {};
+  const snapshot = () => { for (const [name, c] of conns) used[name] = usage(c.transport.pid); };
+  if (warmup === 0) snapshot();
   for (let i = 0; i < warmup + calls; i++) {
     for (let j = 0; j < conns.length; j++) {
       // The order rotates, so no connection always follows the same one.
@@ -77,6 +93,11 @@ async function main() {
         times[name].ping.push(ping);
       }
     }
+    if (i === warmup - 1) snapshot();
+  }
+  for (const [name, c] of conns) {
+    const now = usage(c.transport.pid);
+    used[name] = { ns: now.ns - used[name].ns, switches: now.switches - used[name].switches };
   }
   const out = { calls };
   for (const [name] of conns) {
@@ -84,6 +105,13 @@ async function main() {
     for (const k of ['call', 'ping']) {
       out[name][k] = { p50_us: pct(times[name][k], 0.5), p99_us: pct(times[name][k], 0.99) };
     }
+  }
+  // Per message (a call or a ping) of the timed loop, in the process the client started
+  // (for direct, the server itself).
+  for (const [name] of conns) {
+    const msgs = 2 * times[name].call.length;
+    out[name].cpu_us_per_msg = used[name].ns / 1000 / msgs;
+    out[name].switches_per_msg = used[name].switches / msgs;
   }
   // Added over direct, and each proxy's added time against the relay's.
   for (const [name] of conns) {
