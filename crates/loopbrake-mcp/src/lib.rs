@@ -39,6 +39,7 @@ pub mod stdio;
 use loopbrake_core::{Call, Decision, Engine, Outcome, Verdict};
 use loopbrake_session::{Observer, SessionError, Sessions};
 use loopbrake_store::Store;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -175,6 +176,52 @@ struct Shared {
     /// The engines in force (replaced when the configuration is reloaded).
     engine: std::sync::RwLock<Arc<Engine>>,
     reload: Mutex<Option<Reloader>>,
+}
+
+/// What the relay reads of a client's message before deciding what to do with it: the
+/// method (when a string) and the id, each as written, and the params left unparsed. `None`
+/// when the message does not read that way (not JSON, a key twice, a method that is not a
+/// string): the message is then parsed whole, as it always was.
+struct ClientHead<'a> {
+    method: Option<std::borrow::Cow<'a, str>>,
+    id: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
+}
+
+impl<'a> ClientHead<'a> {
+    fn of(line: &'a str) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            #[serde(default, borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default, borrow, deserialize_with = "present")]
+            id: Option<&'a RawValue>,
+            #[serde(default, borrow, deserialize_with = "present")]
+            params: Option<&'a RawValue>,
+        }
+        let h: Head<'a> = serde_json::from_str(line).ok()?;
+        Some(ClientHead {
+            method: h.method,
+            id: h.id,
+            params: h.params,
+        })
+    }
+}
+
+/// What the relay reads of a server's message first: whether it has a method (a request or
+/// a notification, not a response) and its id as written.
+#[derive(serde::Deserialize)]
+struct ServerHead<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+}
+
+/// A key that is present, even as `null` (which `Option` alone would read as absent, where
+/// the proxy's whole-message reading sees `Some(Value::Null)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
 }
 
 fn id_key(id: &Value) -> String {
@@ -361,6 +408,154 @@ impl Shared {
             return;
         }
         self.tool_call(id, params, raw).await;
+    }
+
+    /// A message from the client: the method and id read first, without parsing the rest;
+    /// a message that is neither a `tools/call` nor one of the few the proxy must look into
+    /// is forwarded as read, never parsed further or written anew.
+    fn from_client(self: &Arc<Self>, line: String) {
+        match ClientHead::of(&line) {
+            Some(ClientHead {
+                method: Some(method),
+                id: Some(id),
+                params,
+            }) if method == "tools/call" => {
+                let params = match params {
+                    Some(p) => serde_json::from_str(p.get()),
+                    None => Ok(json!({})),
+                };
+                match (serde_json::from_str(id.get()), params) {
+                    (Ok(id), Ok(params)) => {
+                        if let Some(waiting) = self.judge_call(id, params, line) {
+                            tokio::spawn(self.clone().continue_call(waiting));
+                        }
+                    }
+                    // Too deep for the parser: the whole message is looked at again.
+                    _ => self.from_client_parsed(line),
+                }
+            }
+            Some(ClientHead {
+                method: Some(method),
+                id: Some(id),
+                ..
+            }) if method != "initialize" => {
+                let Ok(id) = serde_json::from_str::<Value>(id.get()) else {
+                    return self.from_client_parsed(line);
+                };
+                let method = match &*method {
+                    "tools/list" => Forwarded::ToolsList,
+                    _ => Forwarded::Other,
+                };
+                self.inflight()
+                    .insert(id_key(&id), Pending::Forwarded { method });
+                let _ = self.to_server.send(line);
+            }
+            Some(ClientHead {
+                method: Some(method),
+                id: None,
+                ..
+            }) if method != "notifications/cancelled" => {
+                let _ = self.to_server.send(line);
+            }
+            Some(ClientHead {
+                method: None,
+                id: Some(_),
+                ..
+            }) if self
+                .elicit_waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty() =>
+            {
+                // A response to a server-initiated request (no elicitation of ours waits).
+                let _ = self.to_server.send(line);
+            }
+            Some(ClientHead {
+                method: None,
+                id: None,
+                ..
+            }) => {
+                let _ = self.to_server.send(line);
+            }
+            // The rest (initialize, a cancellation, a response while an elicitation waits,
+            // and what the shallow read refused) is parsed whole.
+            _ => self.from_client_parsed(line),
+        }
+    }
+
+    /// A message from the client, parsed whole.
+    fn from_client_parsed(self: &Arc<Self>, line: String) {
+        let msg: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => {
+                // A tools/call too deep for the parser is still a call: it follows
+                // the failure policy, never passes unjudged.
+                if let Some((id, params)) = unjudgeable_tool_call(&line) {
+                    tokio::spawn(self.clone().unjudgeable_call(id, params, line));
+                    return;
+                }
+                // Not ours to judge: the server answers malformed input itself.
+                let _ = self.to_server.send(line);
+                return;
+            }
+        };
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let id = msg.get("id").cloned();
+        match (method.as_deref(), id) {
+            (Some("tools/call"), Some(id)) => {
+                let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+                if let Some(waiting) = self.judge_call(id, params, line) {
+                    tokio::spawn(self.clone().continue_call(waiting));
+                }
+            }
+            (Some(m), Some(id)) => {
+                if m == "initialize" {
+                    let elicits = msg.pointer("/params/capabilities/elicitation").is_some();
+                    self.client_elicits.store(elicits, Ordering::Relaxed);
+                }
+                let method = match m {
+                    "initialize" => Forwarded::Initialize,
+                    "tools/list" => Forwarded::ToolsList,
+                    _ => Forwarded::Other,
+                };
+                self.inflight()
+                    .insert(id_key(&id), Pending::Forwarded { method });
+                let _ = self.to_server.send(line);
+            }
+            (Some(m), None) => {
+                if m == "notifications/cancelled" {
+                    if let Some(rid) = msg.pointer("/params/requestId") {
+                        if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&id_key(rid))
+                        {
+                            ctx.cancelled = true;
+                        }
+                    }
+                }
+                let _ = self.to_server.send(line);
+            }
+            (None, Some(id)) => {
+                // A response: to our own elicitation, or to a server-initiated request.
+                let waiter = self
+                    .elicit_waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id_key(&id));
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(msg);
+                    }
+                    None => {
+                        let _ = self.to_server.send(line);
+                    }
+                }
+            }
+            (None, None) => {
+                let _ = self.to_server.send(line);
+            }
+        }
     }
 
     /// Judges a `tools/call` and, when the call needs no waiting (the usual case), finishes
@@ -727,7 +922,10 @@ async fn read_message<R: AsyncRead + Unpin>(
     while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         buf.pop();
     }
-    Ok(Some(String::from_utf8_lossy(buf).into_owned()))
+    // Room for the newline the writer adds, so sending it on costs no second allocation.
+    let mut line = String::with_capacity(buf.len() + 1);
+    line.push_str(&String::from_utf8_lossy(buf));
+    Ok(Some(line))
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(
@@ -796,79 +994,7 @@ where
                 if line.trim().is_empty() {
                     continue;
                 }
-                let msg: Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(_) => {
-                        // A tools/call too deep for the parser is still a call: it follows
-                        // the failure policy, never passes unjudged.
-                        if let Some((id, params)) = unjudgeable_tool_call(&line) {
-                            tokio::spawn(shared.clone().unjudgeable_call(id, params, line));
-                            continue;
-                        }
-                        // Not ours to judge: the server answers malformed input itself.
-                        let _ = shared.to_server.send(line);
-                        continue;
-                    }
-                };
-                let method = msg
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                let id = msg.get("id").cloned();
-                match (method.as_deref(), id) {
-                    (Some("tools/call"), Some(id)) => {
-                        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
-                        if let Some(waiting) = shared.judge_call(id, params, line) {
-                            tokio::spawn(shared.clone().continue_call(waiting));
-                        }
-                    }
-                    (Some(m), Some(id)) => {
-                        if m == "initialize" {
-                            let elicits = msg.pointer("/params/capabilities/elicitation").is_some();
-                            shared.client_elicits.store(elicits, Ordering::Relaxed);
-                        }
-                        let method = match m {
-                            "initialize" => Forwarded::Initialize,
-                            "tools/list" => Forwarded::ToolsList,
-                            _ => Forwarded::Other,
-                        };
-                        shared
-                            .inflight()
-                            .insert(id_key(&id), Pending::Forwarded { method });
-                        let _ = shared.to_server.send(line);
-                    }
-                    (Some(m), None) => {
-                        if m == "notifications/cancelled" {
-                            if let Some(rid) = msg.pointer("/params/requestId") {
-                                if let Some(Pending::ToolCall(ctx)) =
-                                    shared.inflight().get_mut(&id_key(rid))
-                                {
-                                    ctx.cancelled = true;
-                                }
-                            }
-                        }
-                        let _ = shared.to_server.send(line);
-                    }
-                    (None, Some(id)) => {
-                        // A response: to our own elicitation, or to a server-initiated request.
-                        let waiter = shared
-                            .elicit_waiters
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&id_key(&id));
-                        match waiter {
-                            Some(tx) => {
-                                let _ = tx.send(msg);
-                            }
-                            None => {
-                                let _ = shared.to_server.send(line);
-                            }
-                        }
-                    }
-                    (None, None) => {
-                        let _ = shared.to_server.send(line);
-                    }
-                }
+                shared.from_client(line);
             }
         })
     };
@@ -888,14 +1014,54 @@ where
                 if line.trim().is_empty() {
                     continue;
                 }
-                let mut msg: Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(_) => return ServerFailure::NotJsonRpc,
+                // The id of a response, read without parsing the rest; a message that does
+                // not read that way is parsed whole, as it always was.
+                let mut parsed = None;
+                let key = match serde_json::from_str::<ServerHead>(&line) {
+                    Ok(ServerHead {
+                        method: None,
+                        id: Some(id),
+                    }) => match serde_json::from_str::<Value>(id.get()) {
+                        Ok(id) => Some(id_key(&id)),
+                        Err(_) => return ServerFailure::NotJsonRpc,
+                    },
+                    Ok(_) => None,
+                    Err(_) => {
+                        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                            return ServerFailure::NotJsonRpc;
+                        };
+                        let key = msg
+                            .get("id")
+                            .filter(|_| msg.get("method").is_none())
+                            .map(id_key);
+                        parsed = Some(msg);
+                        key
+                    }
                 };
-                let is_response = msg.get("method").is_none();
-                let pending = match msg.get("id").filter(|_| is_response) {
-                    Some(id) => shared.inflight().remove(&id_key(id)),
-                    None => None,
+                let Some(key) = key else {
+                    let _ = shared.to_client.send(line);
+                    continue;
+                };
+                // Only the answers the proxy reads or edits are parsed whole (before the
+                // request leaves the table, so a server failing here still answers it).
+                let edits = match shared.inflight().get(&key) {
+                    Some(Pending::ToolCall(_)) => true,
+                    Some(Pending::Forwarded { method }) => {
+                        *method == Forwarded::Initialize
+                            || (*method == Forwarded::ToolsList && shared.opts.fetch.is_some())
+                    }
+                    None => false,
+                };
+                if edits && parsed.is_none() {
+                    match serde_json::from_str::<Value>(&line) {
+                        Ok(msg) => parsed = Some(msg),
+                        Err(_) => return ServerFailure::NotJsonRpc,
+                    }
+                }
+                let pending = shared.inflight().remove(&key);
+                let Some(mut msg) = parsed.filter(|_| edits) else {
+                    let _ = shared.to_client.send(line);
+                    continue;
                 };
                 match pending {
                     Some(Pending::ToolCall(ctx)) => {
