@@ -313,6 +313,20 @@ impl Shared {
         }
     }
 
+    /// The failure policy for a call loopbrake could not judge, told to the observer (the
+    /// session service's one place for it; no store is touched).
+    fn unjudged(&self, problem: &str) -> loopbrake_session::Unjudged {
+        let engine = self
+            .engine
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Sessions::new(&engine, self.opts.store.as_ref())
+            .with_fail_closed(self.opts.fail_closed)
+            .with_observer(self.opts.observer.as_deref())
+            .unjudged(problem)
+    }
+
     /// Runs a step of the session service, off the async threads.
     fn with_sessions<R>(&self, f: impl FnOnce(&Sessions<'_, dyn Store>) -> R) -> R {
         self.with_traced_sessions(None, f)
@@ -399,10 +413,7 @@ impl Shared {
                 }
             ),
         );
-        let policy = loopbrake_session::unjudged(
-            "its arguments nest too deep to read",
-            self.opts.fail_closed,
-        );
+        let policy = self.unjudged("its arguments nest too deep to read");
         if policy.refuse {
             self.send_client(&Self::deny_result(&id, &policy.refusal));
             return;
@@ -611,8 +622,7 @@ impl Shared {
             Err(SessionError::Store(problem)) => {
                 let line = format!("loopbrake mcp: could not judge a call of {tool}: {problem}");
                 events::warn(self.opts.events.as_ref(), &line);
-                let policy =
-                    loopbrake_session::unjudged(&problem.to_string(), self.opts.fail_closed);
+                let policy = self.unjudged(&problem.to_string());
                 if policy.refuse {
                     self.inflight().remove(&key);
                     self.send_client(&Self::deny_result(&id, &policy.refusal));

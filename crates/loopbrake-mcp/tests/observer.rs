@@ -1,0 +1,118 @@
+//! The proxy tells its observer what each judged call became, with the `traceparent` the
+//! client sent in `_meta`, and tells it when the failure policy answered a call it could
+//! not judge.
+
+use loopbrake_core::config::Config;
+use loopbrake_core::Engine;
+use loopbrake_mcp::{run, Options};
+use loopbrake_session::{Observed, ObservedKind, Observer};
+use loopbrake_store::MemoryStore;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[derive(Default)]
+struct Seen(Mutex<Vec<String>>);
+
+impl Observer for Seen {
+    fn observe(&self, e: &Observed<'_>) {
+        let what = match &e.kind {
+            ObservedKind::Judged { call, decision } => {
+                format!("judged {} {}", call.tool, decision.verdict.as_str())
+            }
+            ObservedKind::Recorded { .. } => "recorded".to_string(),
+            ObservedKind::Unjudged { unjudged } => format!("unjudged refuse={}", unjudged.refuse),
+            _ => return,
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{what} tp={}", e.traceparent.unwrap_or("-")));
+    }
+}
+
+fn nested(depth: usize) -> Value {
+    let mut v = json!("x");
+    for _ in 0..depth {
+        v = json!([v]);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_observer_sees_judged_calls_with_their_traceparent_and_unjudged_ones() {
+    let seen = Arc::new(Seen::default());
+    let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
+    let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
+    let (server_side, proxy_server_side) = tokio::io::duplex(1 << 20);
+    let (server_in, server_out) = tokio::io::split(proxy_server_side);
+    let opts = Options {
+        engine: Engine::new(Config::default()),
+        store: Arc::new(MemoryStore::new()),
+        default_session: "observed".into(),
+        ask_timeout: Duration::from_millis(200),
+        fail_closed: true,
+        http_session: None,
+        fetch: None,
+        reload: None,
+        observer: Some(seen.clone()),
+        events: None,
+    };
+    let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
+    let (client_r, mut client_w) = tokio::io::split(client_side);
+    let (server_r, mut server_w) = tokio::io::split(server_side);
+    let mut at_client = BufReader::new(client_r).lines();
+    let mut at_server = BufReader::new(server_r).lines();
+    let within = Duration::from_secs(5);
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    // One judged call that runs: the server answers it.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"message": "hi"}, "_meta": {"traceparent": tp}}});
+    client_w
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let forwarded = tokio::time::timeout(within, at_server.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(forwarded.contains("tools/call"), "{forwarded}");
+    let answer =
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}]}});
+    server_w
+        .write_all(format!("{answer}\n").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::timeout(within, at_client.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // A call whose arguments nest too deep to judge: refused (fail_closed), never forwarded.
+    let deep = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"v": nested(140)}}});
+    client_w
+        .write_all(format!("{deep}\n").as_bytes())
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(within, at_client.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(refused.contains("\"isError\":true"), "{refused}");
+    proxy.abort();
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            format!("judged echo allow tp={tp}"),
+            // The server's answer carries no traceparent: an observer finds the call's
+            // span by the call.
+            "recorded tp=-".to_string(),
+            "unjudged refuse=true tp=-".to_string(),
+        ]
+    );
+}
