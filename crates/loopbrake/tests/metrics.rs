@@ -8,11 +8,12 @@ mod support;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::listener::{exchange, mcp_headers, request, send};
+use support::prometheus::Prometheus;
 
 /// A running `loopbrake serve --stdio EXTRA…`; killed when dropped.
 struct Serve {
@@ -427,95 +428,27 @@ fn json_logs_are_json_lines_with_the_decision_and_no_secret_of_the_arguments() {
 }
 
 /// A free loopback port (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Debian's `prometheus`, or the test fails saying how to get it.
-fn prometheus_bin() -> &'static Path {
-    let p = Path::new("/usr/bin/prometheus");
-    assert!(
-        p.exists(),
-        "this test needs Prometheus: apt-get install prometheus (scripts/test installs it)"
-    );
-    p
-}
-
-/// A running Prometheus; killed when dropped.
-struct Prometheus(Child);
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_real_prometheus_scrapes_serve_and_its_api_returns_the_streak_deny() {
-    let bin = prometheus_bin();
     let mut serve = Serve::start("prometheus", &["--metrics", "127.0.0.1:0"]);
     let target = serve.metrics_addr();
     let args = serde_json::json!({"command": "curl http://127.0.0.1:9/health"});
     let answers = scripted_loop(&mut serve, &args);
     assert_eq!(answers[4]["verdict"], "deny");
-    let dir = serve.dir.join("prometheus");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: loopbrake-serve\n    static_configs:\n      - targets: ['{target}']\n"
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    let _prometheus = Prometheus(
-        Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
+    let prometheus = Prometheus::start(
+        &serve.dir.join("prometheus"),
+        "loopbrake-serve",
+        &target.to_string(),
+        None,
     );
-    let api: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let query = "/api/v1/query?query=loopbrake_process_calls_judged_total%7Bverdict%3D%22deny%22%2Cengine%3D%22streak%22%7D";
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = exchange(
-            api,
-            &request("GET", query, Some(&api.to_string()), &[], ""),
-            true,
-            Duration::from_secs(5),
-        );
-        if let Ok(a) = &answer {
-            if a.status == 200 {
-                let v: Value = serde_json::from_str(&a.body).unwrap();
-                let result = &v["data"]["result"];
-                if let Some(series) = result.as_array().and_then(|r| r.first()) {
-                    assert_eq!(series["metric"]["job"], "loopbrake-serve", "{v}");
-                    assert_eq!(series["value"][1], "1", "{v}");
-                    break;
-                }
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never returned the series: {answer:?}; its log: {}",
-            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(250));
+    // The process's own count and the store's, from the same scrape.
+    for query in [
+        r#"loopbrake_process_calls_judged_total{verdict="deny",engine="streak"}"#,
+        r#"loopbrake_calls_judged_total{verdict="deny",engine="streak"}"#,
+    ] {
+        let series = prometheus.series(query);
+        assert_eq!(series.len(), 1, "{series:?}");
+        assert_eq!(series[0]["metric"]["job"], "loopbrake-serve", "{series:?}");
+        assert_eq!(series[0]["value"][1], "1", "{series:?}");
     }
 }

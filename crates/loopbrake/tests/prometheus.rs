@@ -5,14 +5,15 @@
 //! the content type, no session key in the text.
 
 mod support;
+use support::prometheus::Prometheus;
 use support::*;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TOKEN: &str = "metrics-test-token-1234";
 
@@ -66,14 +67,6 @@ fn get(addr: &str, path: &str, token: Option<&str>) -> String {
     text
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn start_ui(cfg: &Path) -> (Killed, String) {
     let mut child = loopbrake(cfg)
         .args(["ui", "--listen", "127.0.0.1:0", "--token", TOKEN])
@@ -97,11 +90,6 @@ fn start_ui(cfg: &Path) -> (Killed, String) {
 
 #[test]
 fn prometheus_scrapes_the_stores_counters_through_the_dashboard() {
-    let prometheus = "prometheus";
-    assert!(
-        which(prometheus),
-        "prometheus must be installed (scripts/test installs Debian's prometheus)"
-    );
     let dir = tmpdir("prometheus", "scrape");
     let cfg = dir.join("loopbrake.toml");
     std::fs::write(
@@ -151,71 +139,14 @@ fn prometheus_scrapes_the_stores_counters_through_the_dashboard() {
     assert!(!text.contains("example.com"), "{text}");
 
     // Prometheus scrapes it with the token and answers the series.
-    let prom_dir = dir.join("prometheus");
-    std::fs::create_dir_all(&prom_dir).unwrap();
-    let prom_cfg = prom_dir.join("prometheus.yml");
-    std::fs::write(
-        &prom_cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: loopbrake\n    metrics_path: /metrics\n    authorization:\n      credentials: {TOKEN}\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let _prom = Killed(
-        Command::new(prometheus)
-            .arg(format!("--config.file={}", prom_cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                prom_dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
-    );
-    let query = "loopbrake_calls_judged_total{verdict=\"deny\",engine=\"streak\"}";
-    let path = format!(
-        "/api/v1/query?query={}",
-        url::form_urlencoded::byte_serialize(query.as_bytes()).collect::<String>()
-    );
-    let prom_addr = format!("127.0.0.1:{port}");
-    let start = Instant::now();
-    let mut last = String::new();
-    loop {
-        if TcpStream::connect(&prom_addr).is_ok() {
-            last = get(&prom_addr, &path, None);
-            if let Some(body) = last.split("\r\n\r\n").nth(1) {
-                let body = body.trim();
-                // A chunked body: the JSON is between its size lines.
-                let json_text = body
-                    .find('{')
-                    .and_then(|a| body.rfind('}').map(|b| &body[a..=b]))
-                    .unwrap_or("");
-                if let Ok(v) = serde_json::from_str::<Value>(json_text) {
-                    let result = &v["data"]["result"];
-                    if let Some(series) = result.as_array().and_then(|r| r.first()) {
-                        assert_eq!(series["metric"]["tool"], "Bash");
-                        assert_eq!(series["metric"]["track"], "streak");
-                        assert_eq!(series["metric"]["job"], "loopbrake");
-                        assert_eq!(series["value"][1], "1", "{v}");
-                        assert_eq!(result.as_array().unwrap().len(), 1);
-                        break;
-                    }
-                }
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "Prometheus never returned the series; last answer:\n{last}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let prometheus = Prometheus::start(&dir.join("prometheus"), "loopbrake", &addr, Some(TOKEN));
+    let series =
+        prometheus.series(r#"loopbrake_calls_judged_total{verdict="deny",engine="streak"}"#);
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(series[0]["metric"]["tool"], "Bash");
+    assert_eq!(series[0]["metric"]["track"], "streak");
+    assert_eq!(series[0]["metric"]["job"], "loopbrake");
+    assert_eq!(series[0]["value"][1], "1", "{series:?}");
+    drop(prometheus);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn which(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }

@@ -172,15 +172,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         }) as loopbrake_mcp::Reloader
     });
     // Built before the runtime: the exporter runs on the SDK's own thread.
-    let (traces, problem) = super::traces::Traces::start(
-        &s.telemetry,
-        loopbrake_telemetry::trace::Mode::Process,
-        Duration::from_secs(10),
-        Duration::from_secs(2),
-    );
-    if let Some(p) = problem {
-        telemetry.warn(&format!("loopbrake mcp: {p}"));
-    }
+    let traces = telemetry.traces(&s.telemetry, "mcp");
     let opts = Options {
         engine: Engine::new(s.engine.clone()),
         reload,

@@ -98,6 +98,25 @@ impl Telemetry {
         fanout.into_observer()
     }
 
+    /// The traces of a long-running command (spans from judgement to outcome), or none; a
+    /// configuration the exporter refuses is logged and the command runs without them.
+    pub fn traces(
+        &self,
+        settings: &loopbrake::settings::TelemetrySettings,
+        command: &str,
+    ) -> super::traces::Traces {
+        let (traces, problem) = super::traces::Traces::start(
+            settings,
+            loopbrake_telemetry::trace::Mode::Process,
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_secs(2),
+        );
+        if let Some(p) = problem {
+            self.warn(&format!("loopbrake {command}: {p}"));
+        }
+        traces
+    }
+
     /// The store, timed when metrics are served; its counters (what every process sharing
     /// it counted) are served beside the process's own.
     pub fn store(&self, store: Arc<dyn Store>) -> Arc<dyn Store> {

@@ -11,7 +11,6 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Opens a file (or stdin for `-`), decompressing gzip transparently.
 fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {
@@ -301,15 +300,7 @@ pub fn serve(
     let telemetry = super::operate::Telemetry::new(operate)?;
     let s = settings::load(config)?;
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
-    let (traces, problem) = super::traces::Traces::start(
-        &s.telemetry,
-        loopbrake_telemetry::trace::Mode::Process,
-        Duration::from_secs(10),
-        Duration::from_secs(2),
-    );
-    if let Some(p) = problem {
-        telemetry.warn(&format!("loopbrake: {p}"));
-    }
+    let traces = telemetry.traces(&s.telemetry, "serve");
     let mut processor = Processor::new(Engine::new(s.engine.clone()), store)
         .with_fail_closed(s.store.fail_closed)
         .with_observer(traces.observer(telemetry.observer()));

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod listener;
+pub mod prometheus;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
