@@ -201,24 +201,8 @@ fn serve(dir: &Path, config: &str, env: &[(&str, String)], input: &str) -> Strin
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_with_stdin(&mut c, input.as_bytes());
+    assert_success(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -359,20 +343,8 @@ fn hook(dir: &Path, payload: &Value, env: &[(&str, String)]) -> (String, Duratio
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let start = Instant::now();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(&mut c, payload.to_string().as_bytes());
     let took = start.elapsed();
     assert!(out.status.success());
     (String::from_utf8(out.stdout).unwrap(), took)

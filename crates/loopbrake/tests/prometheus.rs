@@ -34,20 +34,7 @@ fn loopbrake(cfg: &Path) -> Command {
 
 /// One `loopbrake hook claude` process with `payload` on its stdin; its stdout.
 fn hook(cfg: &Path, payload: &str) -> String {
-    let mut child = loopbrake(cfg)
-        .args(["hook", "claude"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(loopbrake(cfg).args(["hook", "claude"]), payload.as_bytes());
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()
 }
