@@ -104,50 +104,52 @@ end
 return 0
 ";
 
-/// Adds a tally to the counters: `KEYS[1]` the counters hash, `KEYS[2]` the set of tools
-/// counted under their own name, `ARGV[1]` that set's bound, then per increment: the
-/// amount, the series, the tool (empty when none) and the series with the tool folded
-/// into `other`.
-const COUNT: &str = r"
-local max = tonumber(ARGV[1])
-for i = 2, #ARGV, 4 do
-  local field = ARGV[i + 1]
-  local tool = ARGV[i + 2]
-  if tool ~= '' and redis.call('SISMEMBER', KEYS[2], tool) == 0 then
-    if redis.call('SCARD', KEYS[2]) < max then
-      redis.call('SADD', KEYS[2], tool)
-    else
-      field = ARGV[i + 3]
+/// The Lua function both counting scripts share: adds the increments of `ARGV` from
+/// `first` on (per increment: the amount, the series, the tool (empty when none) and the
+/// series with the tool folded into `other`) to the counters hash `hash`, keeping at most
+/// `max` tools under their own name in the set `tools`.
+macro_rules! count_fn {
+    () => {
+        r"
+local function count(hash, tools, max, first)
+  for i = first, #ARGV, 4 do
+    local field = ARGV[i + 1]
+    local tool = ARGV[i + 2]
+    if tool ~= '' and redis.call('SISMEMBER', tools, tool) == 0 then
+      if redis.call('SCARD', tools) < max then
+        redis.call('SADD', tools, tool)
+      else
+        field = ARGV[i + 3]
+      end
     end
+    redis.call('HINCRBY', hash, field, ARGV[i])
   end
-  redis.call('HINCRBY', KEYS[1], field, ARGV[i])
 end
-return 1
-";
+"
+    };
+}
 
-/// [`CAS`] and then, only if it wrote, [`COUNT`] on the slot's counters (`KEYS[2]`,
+/// Adds a tally to the counters: `KEYS[1]` the counters hash, `KEYS[2]` the set of tools
+/// counted under their own name, `ARGV[1]` that set's bound, the increments from `ARGV[2]`.
+const COUNT: &str = concat!(
+    count_fn!(),
+    "count(KEYS[1], KEYS[2], tonumber(ARGV[1]), 2)\nreturn 1\n"
+);
+
+/// [`CAS`] and then, only if it wrote, the counting on the slot's counters (`KEYS[2]`,
 /// `KEYS[3]`; `ARGV[5]` the bound, the increments from `ARGV[6]`): one script, one slot.
-const CAS_COUNT: &str = r"
+const CAS_COUNT: &str = concat!(
+    count_fn!(),
+    r"
 local cur = redis.call('GET', KEYS[1])
 if not ((ARGV[1] == '0' and cur == false) or (ARGV[1] == '1' and cur == ARGV[2])) then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-local max = tonumber(ARGV[5])
-for i = 6, #ARGV, 4 do
-  local field = ARGV[i + 1]
-  local tool = ARGV[i + 2]
-  if tool ~= '' and redis.call('SISMEMBER', KEYS[3], tool) == 0 then
-    if redis.call('SCARD', KEYS[3]) < max then
-      redis.call('SADD', KEYS[3], tool)
-    else
-      field = ARGV[i + 3]
-    end
-  end
-  redis.call('HINCRBY', KEYS[2], field, ARGV[i])
-end
+count(KEYS[2], KEYS[3], tonumber(ARGV[5]), 6)
 return 1
-";
+"
+);
 
 /// A tally as script arguments (after the bound): amount, series, tool, folded series.
 fn tally_args(cmd: &mut redis::Cmd, tally: &Tally) {
