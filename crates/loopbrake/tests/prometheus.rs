@@ -5,26 +5,14 @@
 //! the content type, no session key in the text.
 
 mod support;
-use support::prometheus::Prometheus;
+use support::prometheus::{http_get, Prometheus};
 use support::*;
 
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 const TOKEN: &str = "metrics-test-token-1234";
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn loopbrake(cfg: &Path) -> Command {
     let mut c = isolated_bin();
@@ -37,42 +25,6 @@ fn hook(cfg: &Path, payload: &str) -> String {
     let out = run_with_stdin(loopbrake(cfg).args(["hook", "claude"]), payload.as_bytes());
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// `GET path` with optional bearer token: status line, headers and body as one text.
-fn get(addr: &str, path: &str, token: Option<&str>) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text
-}
-
-fn start_ui(cfg: &Path) -> (Killed, String) {
-    let mut child = loopbrake(cfg)
-        .args(["ui", "--listen", "127.0.0.1:0", "--token", TOKEN])
-        .env_remove("LOOPBRAKE_UI_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
-    (Killed(child), addr)
 }
 
 #[test]
@@ -101,13 +53,15 @@ fn prometheus_scrapes_the_stores_counters_through_the_dashboard() {
     // A payload that cannot be read: the failure policy (fail open) applies, and is counted.
     hook(&cfg, "{not json");
 
-    let (_ui, addr) = start_ui(&cfg);
+    let ui = support::listener::ui_at(&cfg, &["--token", TOKEN]);
+    let addr = ui.host();
 
     // The endpoint: the token is required, the text is OpenMetrics, no session key in it.
-    let refused = get(&addr, "/metrics", None);
-    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
-    let text = get(&addr, "/metrics", Some(TOKEN));
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let status = |answer: &str| answer.split_whitespace().nth(1).map(str::to_string);
+    let refused = http_get(&addr, "/metrics", None).unwrap();
+    assert_eq!(status(&refused).as_deref(), Some("401"), "{refused}");
+    let text = http_get(&addr, "/metrics", Some(TOKEN)).unwrap();
+    assert_eq!(status(&text).as_deref(), Some("200"), "{text}");
     assert!(
         text.to_ascii_lowercase()
             .contains("content-type: application/openmetrics-text; version=1.0.0"),

@@ -84,8 +84,14 @@ pub fn ui(name: &str, extra: &[&str]) -> Listener {
         ),
     )
     .unwrap();
+    ui_at(&cfg, extra)
+}
+
+/// `loopbrake ui --listen 127.0.0.1:0 EXTRA…` over the configuration `cfg`, in its folder.
+pub fn ui_at(cfg: &Path, extra: &[&str]) -> Listener {
+    let dir = cfg.parent().unwrap().to_path_buf();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopbrake"));
-    isolated(&mut cmd, &dir, &cfg);
+    isolated(&mut cmd, &dir, cfg);
     cmd.args(["ui", "--listen", "127.0.0.1:0"]).args(extra);
     start(cmd, dir)
 }
