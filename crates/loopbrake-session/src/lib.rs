@@ -58,16 +58,14 @@ pub mod metrics {
     /// whose advisory fired; `streak` for the streak brake; `shell_http` for a shell fetch
     /// sent to the fetch tool.
     pub fn track(d: &loopbrake_core::Decision) -> &'static str {
-        use loopbrake_core::breaker::{Stage, SHELL_HTTP_CODE};
+        use loopbrake_core::breaker::SHELL_HTTP_CODE;
         use loopbrake_core::Verdict;
         match d.verdict {
             Verdict::Allow => "none",
-            Verdict::Advise => match d.advisories.first().map(|a| a.stage) {
-                Some(Stage::Warn | Stage::Summarize) => "repeat",
-                Some(Stage::Failure) => "failure",
-                Some(Stage::Struggle) => "struggle",
-                None => "none",
-            },
+            Verdict::Advise => d
+                .advisories
+                .first()
+                .map_or("none", |a| a.stage.track().as_str()),
             Verdict::Ask | Verdict::Deny => {
                 if d.code == Some(SHELL_HTTP_CODE) {
                     "shell_http"

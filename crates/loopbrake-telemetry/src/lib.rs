@@ -12,8 +12,55 @@ pub mod log;
 pub mod process;
 pub mod trace;
 
+use loopbrake_core::breaker::Kind;
+use loopbrake_core::Decision;
 use loopbrake_session::{Observed, Observer};
 use std::sync::Arc;
+
+/// The gate a decision came nearest to, as logs and spans name it (never a fingerprint's
+/// text, only its kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    /// `repeat`, `failure`, `struggle`, `unchanged`, `cycle`, or `streak`.
+    pub track: &'static str,
+    /// The kind of the fingerprint (`exact`, `cmd`, `host`…), when a fingerprint spoke.
+    pub kind: Option<Kind>,
+    /// The count that reached (or neared) the gate.
+    pub count: u32,
+    /// The gate, when the decision names it (an advisory gives a count only).
+    pub limit: Option<u32>,
+}
+
+/// The gate nearest to closing: the hit with the highest count-to-limit ratio, else the
+/// streak brake's refusal, else the first advisory.
+pub fn nearest_gate(d: &Decision) -> Option<Gate> {
+    let nearest = d.hits.iter().max_by(|a, b| {
+        (u64::from(a.count) * u64::from(b.limit.max(1)))
+            .cmp(&(u64::from(b.count) * u64::from(a.limit.max(1))))
+    });
+    if let Some(h) = nearest {
+        return Some(Gate {
+            track: h.track.as_str(),
+            kind: Kind::named(&h.fingerprint),
+            count: h.count,
+            limit: Some(h.limit),
+        });
+    }
+    if let Some(r) = &d.streak_refusal {
+        return Some(Gate {
+            track: "streak",
+            kind: None,
+            count: r.count,
+            limit: Some(r.max_repeats),
+        });
+    }
+    d.advisories.first().map(|a| Gate {
+        track: a.stage.track().as_str(),
+        kind: Kind::named(&a.fingerprint),
+        count: a.count,
+        limit: None,
+    })
+}
 
 /// Several observers as one, each told every event in order.
 #[derive(Default, Clone)]

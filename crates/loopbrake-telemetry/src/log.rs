@@ -111,18 +111,6 @@ fn timestamp() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
-/// The kind of a fingerprint (`exact`, `host`, `cmd`, …): what comes before its first `:`,
-/// when that is a plain name.
-pub fn fingerprint_kind(fingerprint: &str) -> Option<&str> {
-    let (kind, _) = fingerprint.split_once(':')?;
-    (!kind.is_empty()
-        && kind.len() <= 16
-        && kind
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
-    .then_some(kind)
-}
-
 /// The trace id of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`).
 pub fn trace_id(traceparent: &str) -> Option<&str> {
     let mut parts = traceparent.trim().split('-');
@@ -131,30 +119,20 @@ pub fn trace_id(traceparent: &str) -> Option<&str> {
     (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
-/// What a decision says of the gate nearest to stopping the call: its track, the kind of
-/// its fingerprint, the gate and the count that reached it.
+/// What a decision says of the gate nearest to stopping the call ([`crate::nearest_gate`]):
+/// its track, the kind of its fingerprint, the gate and the count that reached it.
 fn nearest(decision: &Decision, m: &mut Map<String, Value>) {
-    let hit = decision.hits.iter().max_by(|a, b| {
-        let ra = f64::from(a.count) / f64::from(a.limit.max(1));
-        let rb = f64::from(b.count) / f64::from(b.limit.max(1));
-        ra.total_cmp(&rb)
-    });
-    if let Some(h) = hit {
-        m.insert("track".into(), h.track.as_str().into());
-        if let Some(k) = fingerprint_kind(&h.fingerprint) {
-            m.insert("fingerprint_kind".into(), k.into());
-        }
-        m.insert("gate".into(), h.limit.into());
-        m.insert("count".into(), h.count.into());
-    } else if let Some(r) = &decision.streak_refusal {
-        m.insert("gate".into(), r.max_repeats.into());
-        m.insert("count".into(), r.count.into());
-    } else if let Some(a) = decision.advisories.first() {
-        if let Some(k) = fingerprint_kind(&a.fingerprint) {
-            m.insert("fingerprint_kind".into(), k.into());
-        }
-        m.insert("count".into(), a.count.into());
+    let Some(g) = crate::nearest_gate(decision) else {
+        return;
+    };
+    m.insert("track".into(), g.track.into());
+    if let Some(k) = g.kind {
+        m.insert("fingerprint_kind".into(), k.as_str().into());
     }
+    if let Some(limit) = g.limit {
+        m.insert("gate".into(), limit.into());
+    }
+    m.insert("count".into(), g.count.into());
 }
 
 impl Observer for Log {
@@ -268,13 +246,17 @@ mod tests {
 
     #[test]
     fn kinds_and_trace_ids() {
+        use loopbrake_core::breaker::Kind;
         assert_eq!(
-            fingerprint_kind("exact:bash:{\"command\":\"ls\"}"),
+            Kind::named("exact:bash:{\"command\":\"ls\"}").map(Kind::as_str),
             Some("exact")
         );
-        assert_eq!(fingerprint_kind("host:example.com"), Some("host"));
-        assert_eq!(fingerprint_kind("no kind here"), None);
-        assert_eq!(fingerprint_kind("Bearer abc:def"), None);
+        assert_eq!(
+            Kind::named("host:example.com").map(Kind::as_str),
+            Some("host")
+        );
+        assert_eq!(Kind::named("no kind here").map(Kind::as_str), None);
+        assert_eq!(Kind::named("Bearer abc:def").map(Kind::as_str), None);
         assert_eq!(
             trace_id("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
             Some("4bf92f3577b34da6a3ce929d0e0e4736")

@@ -679,22 +679,7 @@ fn stage_name(a: &loopbrake_core::breaker::Advisory) -> &'static str {
     }
 }
 
-/// The fingerprint's kind (`exact`, `cmd`, `host`…): the prefix only, never its text.
-fn fingerprint_kind(fingerprint: &str) -> &'static str {
-    const KINDS: &[&str] = &[
-        "exact", "cmd", "net", "site", "host", "sink", "family", "verb",
-    ];
-    let prefix = fingerprint.split(':').next().unwrap_or("");
-    KINDS
-        .iter()
-        .find(|k| **k == prefix)
-        .copied()
-        .unwrap_or("other")
-}
-
-/// The verdict, the engine, and the gate nearest to closing: the hit with the highest
-/// count-to-limit ratio, else the streak brake's refusal, else the first advisory (a count
-/// without its limit).
+/// The verdict, the engine, and the gate nearest to closing ([`crate::nearest_gate`]).
 fn decision_attributes(d: &Decision) -> Vec<KeyValue> {
     let mut attrs = vec![KeyValue::new("loopbrake.verdict", d.verdict.as_str())];
     if let Some(e) = d.engine {
@@ -703,39 +688,15 @@ fn decision_attributes(d: &Decision) -> Vec<KeyValue> {
     if let Some(c) = d.code {
         attrs.push(KeyValue::new("loopbrake.code", c));
     }
-    let nearest = d.hits.iter().max_by(|a, b| {
-        (u64::from(a.count) * u64::from(b.limit.max(1)))
-            .cmp(&(u64::from(b.count) * u64::from(a.limit.max(1))))
-    });
-    if let Some(h) = nearest {
-        attrs.push(KeyValue::new("loopbrake.track", h.track.as_str()));
-        attrs.push(KeyValue::new(
-            "loopbrake.fingerprint.kind",
-            fingerprint_kind(&h.fingerprint),
-        ));
-        attrs.push(KeyValue::new("loopbrake.gate.count", i64::from(h.count)));
-        attrs.push(KeyValue::new("loopbrake.gate.limit", i64::from(h.limit)));
-    } else if let Some(r) = &d.streak_refusal {
-        attrs.push(KeyValue::new("loopbrake.track", "streak"));
-        attrs.push(KeyValue::new("loopbrake.gate.count", i64::from(r.count)));
-        attrs.push(KeyValue::new(
-            "loopbrake.gate.limit",
-            i64::from(r.max_repeats),
-        ));
-    } else if let Some(a) = d.advisories.first() {
-        let track = match a.stage {
-            loopbrake_core::breaker::Stage::Failure => "failure",
-            loopbrake_core::breaker::Stage::Struggle => "struggle",
-            loopbrake_core::breaker::Stage::Warn | loopbrake_core::breaker::Stage::Summarize => {
-                "repeat"
-            }
-        };
-        attrs.push(KeyValue::new("loopbrake.track", track));
-        attrs.push(KeyValue::new(
-            "loopbrake.fingerprint.kind",
-            fingerprint_kind(&a.fingerprint),
-        ));
-        attrs.push(KeyValue::new("loopbrake.gate.count", i64::from(a.count)));
+    if let Some(g) = crate::nearest_gate(d) {
+        attrs.push(KeyValue::new("loopbrake.track", g.track));
+        if let Some(k) = g.kind {
+            attrs.push(KeyValue::new("loopbrake.fingerprint.kind", k.as_str()));
+        }
+        attrs.push(KeyValue::new("loopbrake.gate.count", i64::from(g.count)));
+        if let Some(limit) = g.limit {
+            attrs.push(KeyValue::new("loopbrake.gate.limit", i64::from(limit)));
+        }
     }
     if let Some(a) = d.advisories.first() {
         attrs.push(KeyValue::new("loopbrake.advisory.stage", stage_name(a)));

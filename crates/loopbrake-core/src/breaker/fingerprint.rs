@@ -46,18 +46,10 @@ impl Kind {
         }
     }
 
-    /// The kind a fingerprint's text names (the text before its first `:`).
+    /// The kind a fingerprint's text names (the text before its first `:`); `verb` for
+    /// a text that names none (see [`Kind::named`]).
     pub fn of(text: &str) -> Kind {
-        match text.split(':').next().unwrap_or("") {
-            "host" => Kind::Host,
-            "net" => Kind::Net,
-            "site" => Kind::Site,
-            "sink" => Kind::Sink,
-            "cmd" => Kind::Cmd,
-            "exact" => Kind::Exact,
-            "family" => Kind::Family,
-            _ => Kind::Verb,
-        }
+        Kind::named(text).unwrap_or(Kind::Verb)
     }
 
     /// Whether an occurrence that returned new output leaves the window count (with the
@@ -66,6 +58,28 @@ impl Kind {
     /// whatever it returned.
     pub fn new_output_uncounted(self) -> bool {
         matches!(self, Kind::Exact | Kind::Cmd | Kind::Net)
+    }
+
+    /// The kind a fingerprint's text names by its prefix (`exact:…`, `host:…`), if it
+    /// names one.
+    ///
+    /// ```
+    /// use loopbrake_core::breaker::Kind;
+    /// assert_eq!(Kind::named("host:api.example.com"), Some(Kind::Host));
+    /// assert_eq!(Kind::named("Bearer abc:def"), None);
+    /// ```
+    pub fn named(text: &str) -> Option<Kind> {
+        match text.split(':').next()? {
+            "host" => Some(Kind::Host),
+            "net" => Some(Kind::Net),
+            "site" => Some(Kind::Site),
+            "sink" => Some(Kind::Sink),
+            "cmd" => Some(Kind::Cmd),
+            "exact" => Some(Kind::Exact),
+            "family" => Some(Kind::Family),
+            "verb" => Some(Kind::Verb),
+            _ => None,
+        }
     }
 
     /// The prefix name.

@@ -105,6 +105,17 @@ pub enum Stage {
     Struggle,
 }
 
+impl Stage {
+    /// The track whose count gave this advisory.
+    pub fn track(self) -> Track {
+        match self {
+            Stage::Warn | Stage::Summarize => Track::Repeat,
+            Stage::Failure => Track::Failure,
+            Stage::Struggle => Track::Struggle,
+        }
+    }
+}
+
 /// An advisory for the model: the call runs, and the model is told it is repeating itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Advisory {
