@@ -111,12 +111,11 @@ fn timestamp() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
-/// The trace id of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`).
-pub fn trace_id(traceparent: &str) -> Option<&str> {
-    let mut parts = traceparent.trim().split('-');
-    let _version = parts.next()?;
-    let id = parts.next()?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+/// The trace id of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), read by the
+/// same rule the spans follow ([`crate::trace::parse_traceparent`]): an invalid one names
+/// no trace.
+pub fn trace_id(traceparent: &str) -> Option<String> {
+    crate::trace::parse_traceparent(Some(traceparent)).map(|c| c.trace_id().to_string())
 }
 
 /// What a decision says of the gate nearest to stopping the call ([`crate::nearest_gate`]):
@@ -258,7 +257,7 @@ mod tests {
         assert_eq!(Kind::named("no kind here").map(Kind::as_str), None);
         assert_eq!(Kind::named("Bearer abc:def").map(Kind::as_str), None);
         assert_eq!(
-            trace_id("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            trace_id("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").as_deref(),
             Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
         assert_eq!(trace_id("garbage"), None);
