@@ -24,6 +24,7 @@ use crate::Input;
 use crate::Sink;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead};
@@ -41,7 +42,10 @@ const BATCH: usize = 64;
 pub const REBUILD_EVERY: u64 = 1 << 16;
 
 enum Work {
+    /// A line as read (the router copies it into its batch: see [`Batch`]).
     Line(u64, Vec<u8>),
+    /// A line in its batch's bytes.
+    Span(u64, std::ops::Range<usize>),
     Event(u64, Value),
     Error(u64, String),
     Ambiguous(u64, String, Vec<String>),
@@ -49,51 +53,87 @@ enum Work {
     OpenIds(SyncSender<Vec<String>>),
 }
 
-/// What routing needs of an event: its kind, session and call id, when they are strings.
+/// Work handed to a shard at once: the lines' bytes in one buffer, and the shard's answers
+/// the router has written since its last batch, to be freed where they were made. Memory
+/// freed by a thread other than the one that took it makes the allocator lock that
+/// thread's arena, once per allocation: in `perf` of a sharded replay, futex wake-ups and
+/// `_int_free` came before any of loopbrake's own functions. A batch crosses once.
+struct Batch {
+    bytes: Vec<u8>,
+    work: Vec<Work>,
+    spent: Vec<Handled>,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch {
+            bytes: Vec::new(),
+            work: Vec::with_capacity(n),
+            spent: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, w: Work) {
+        self.work.push(match w {
+            Work::Line(no, line) => {
+                let start = self.bytes.len();
+                self.bytes.extend_from_slice(&line);
+                Work::Span(no, start..self.bytes.len())
+            }
+            other => other,
+        });
+    }
+}
+
+/// What routing needs of an event: its kind, session and call id, when they are strings
+/// (borrowed from the line unless they hold escapes).
 #[derive(Default)]
-struct Route {
-    event: Option<String>,
-    session: Option<String>,
-    id: Option<String>,
+struct Route<'a> {
+    event: Option<Cow<'a, str>>,
+    session: Option<Cow<'a, str>>,
+    id: Option<Cow<'a, str>>,
 }
 
 /// A field's value when it is a string; any other value is skipped.
-struct MaybeStr(Option<String>);
+struct MaybeStr<'a>(Option<Cow<'a, str>>);
 
-impl<'de> serde::Deserialize<'de> for MaybeStr {
+impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = MaybeStr;
+            type Value = MaybeStr<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("any JSON value")
             }
-            fn visit_str<E>(self, v: &str) -> Result<MaybeStr, E> {
-                Ok(MaybeStr(Some(v.to_string())))
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(Some(Cow::Borrowed(v))))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<MaybeStr, E> {
+            fn visit_str<E>(self, v: &str) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<MaybeStr<'de>, E> {
                 Ok(MaybeStr(None))
             }
-            fn visit_i64<E>(self, _: i64) -> Result<MaybeStr, E> {
+            fn visit_i64<E>(self, _: i64) -> Result<MaybeStr<'de>, E> {
                 Ok(MaybeStr(None))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<MaybeStr, E> {
+            fn visit_u64<E>(self, _: u64) -> Result<MaybeStr<'de>, E> {
                 Ok(MaybeStr(None))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<MaybeStr, E> {
+            fn visit_f64<E>(self, _: f64) -> Result<MaybeStr<'de>, E> {
                 Ok(MaybeStr(None))
             }
-            fn visit_unit<E>(self) -> Result<MaybeStr, E> {
+            fn visit_unit<E>(self) -> Result<MaybeStr<'de>, E> {
                 Ok(MaybeStr(None))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut a: A,
-            ) -> Result<MaybeStr, A::Error> {
+            ) -> Result<MaybeStr<'de>, A::Error> {
                 while a.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(MaybeStr(None))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<MaybeStr, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<MaybeStr<'de>, A::Error> {
                 while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(MaybeStr(None))
             }
@@ -102,15 +142,15 @@ impl<'de> serde::Deserialize<'de> for MaybeStr {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Route {
+impl<'de> serde::Deserialize<'de> for Route<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Route;
+            type Value = Route<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an event object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Route, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Route<'de>, A::Error> {
                 // Like serde_json's `Value`, the last of duplicate keys wins.
                 let mut r = Route::default();
                 while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -130,9 +170,9 @@ impl<'de> serde::Deserialize<'de> for Route {
     }
 }
 
-impl Route {
-    fn of_value(v: &Value) -> Route {
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+impl Route<'_> {
+    fn of_value(v: &Value) -> Route<'_> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(Cow::Borrowed);
         Route {
             event: s("event"),
             session: s("session"),
@@ -153,12 +193,14 @@ fn shard_of(session: &str, shards: usize) -> usize {
 }
 
 struct Router<'a> {
-    work: Vec<SyncSender<Vec<Work>>>,
+    work: Vec<SyncSender<Batch>>,
     out: Vec<Receiver<Vec<Handled>>>,
     /// Per shard: lines routed but not yet handed over, and answers received but not yet
     /// written.
-    pending: Vec<Vec<Work>>,
+    pending: Vec<Batch>,
     ready: Vec<VecDeque<Handled>>,
+    /// Per shard: answers written, going back with its next batch (see [`Batch`]).
+    spent: Vec<Vec<Handled>>,
     /// The shard of each line in flight, in input order, and its size.
     order: VecDeque<(usize, usize)>,
     bytes: usize,
@@ -166,6 +208,13 @@ struct Router<'a> {
     ids: HashMap<String, Vec<usize>>,
     events: u64,
     sink: &'a mut dyn Sink,
+}
+
+/// Where an event goes: a shard, or (an answer or result naming no session, whose id was
+/// sent to several shards) wherever that id is open now.
+enum Target {
+    Shard(usize),
+    Ambiguous(String),
 }
 
 fn gone() -> io::Error {
@@ -181,7 +230,7 @@ impl Router<'_> {
         self.pending[shard].push(w);
         self.order.push_back((shard, size));
         self.bytes += size;
-        if self.pending[shard].len() >= BATCH {
+        if self.pending[shard].work.len() >= BATCH {
             self.hand_over(shard)?;
         }
         self.write_ready()?;
@@ -193,10 +242,11 @@ impl Router<'_> {
 
     /// Hands a shard the lines routed to it so far.
     fn hand_over(&mut self, shard: usize) -> io::Result<()> {
-        if self.pending[shard].is_empty() {
+        if self.pending[shard].work.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::replace(&mut self.pending[shard], Vec::with_capacity(BATCH));
+        let mut batch = std::mem::replace(&mut self.pending[shard], Batch::with_capacity(BATCH));
+        batch.spent = std::mem::take(&mut self.spent[shard]);
         self.work[shard].send(batch).map_err(|_| gone())
     }
 
@@ -216,8 +266,17 @@ impl Router<'_> {
             self.order.pop_front();
             self.bytes -= size;
             self.sink.handled(&h)?;
+            self.spend(shard, h);
         }
         Ok(())
+    }
+
+    /// An answer written: it goes back to its shard to be freed there.
+    fn spend(&mut self, shard: usize, h: Handled) {
+        // Bounded like the lines in flight (a shard that gets no more lines keeps none).
+        if self.spent[shard].len() < MAX_IN_FLIGHT {
+            self.spent[shard].push(h);
+        }
     }
 
     /// Waits for the next answer in order and writes it.
@@ -234,7 +293,9 @@ impl Router<'_> {
         let h = self.ready[shard].pop_front().ok_or_else(gone)?;
         self.order.pop_front();
         self.bytes -= size;
-        self.sink.handled(&h)
+        self.sink.handled(&h)?;
+        self.spend(shard, h);
+        Ok(())
     }
 
     /// Writes every answer in flight: afterwards every shard has handled every line sent.
@@ -251,7 +312,11 @@ impl Router<'_> {
     /// A question to an idle shard (after [`Router::drain`]).
     fn ask<T>(&self, shard: usize, make: impl FnOnce(SyncSender<T>) -> Work) -> io::Result<T> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.work[shard].send(vec![make(tx)]).map_err(|_| gone())?;
+        let batch = Batch {
+            work: vec![make(tx)],
+            ..Batch::with_capacity(0)
+        };
+        self.work[shard].send(batch).map_err(|_| gone())?;
         rx.recv().map_err(|_| gone())
     }
 
@@ -267,8 +332,16 @@ impl Router<'_> {
         Ok(())
     }
 
-    /// Routes one event (`work` is its line or its value).
-    fn route(&mut self, r: Route, line_no: u64, size: usize, work: Work) -> io::Result<()> {
+    /// Sends an event (`work` is its line or its value) where [`Router::target`] said.
+    fn deliver(&mut self, target: Target, line_no: u64, size: usize, work: Work) -> io::Result<()> {
+        match target {
+            Target::Shard(shard) => self.send(shard, size, work),
+            Target::Ambiguous(id) => self.route_ambiguous(id, line_no, size, work),
+        }
+    }
+
+    /// Where an event goes (counted as routed).
+    fn target(&mut self, r: Route) -> io::Result<Target> {
         self.events += 1;
         if self.events % REBUILD_EVERY == 0 {
             self.rebuild()?;
@@ -279,7 +352,7 @@ impl Router<'_> {
             Some("call") => {
                 let shard = by_session.unwrap_or(0);
                 if let (Some(id), Some(_)) = (r.id, by_session) {
-                    let shards = self.ids.entry(id).or_default();
+                    let shards = self.ids.entry(id.into_owned()).or_default();
                     if !shards.contains(&shard) {
                         shards.push(shard);
                     }
@@ -287,16 +360,16 @@ impl Router<'_> {
                 shard
             }
             Some("answer" | "result") if by_session.is_none() => match r.id {
-                Some(id) => match self.ids.get(&id).map(Vec::as_slice) {
+                Some(id) => match self.ids.get(id.as_ref()).map(Vec::as_slice) {
                     None | Some([]) => 0,
                     Some([one]) => *one,
-                    Some(_) => return self.route_ambiguous(id, line_no, size, work),
+                    Some(_) => return Ok(Target::Ambiguous(id.into_owned())),
                 },
                 None => 0,
             },
             _ => by_session.unwrap_or(0),
         };
-        self.send(shard, size, work)
+        Ok(Target::Shard(shard))
     }
 
     /// An id sent to several shards, with no session named: where is it open now?
@@ -330,14 +403,16 @@ impl Router<'_> {
 
 fn serve_shard(
     mut p: Processor,
-    work: Receiver<Vec<Work>>,
+    work: Receiver<Batch>,
     out: mpsc::Sender<Vec<Handled>>,
 ) -> Processor {
     for batch in work {
-        let mut answers = Vec::with_capacity(batch.len());
-        for w in batch {
+        drop(batch.spent);
+        let mut answers = Vec::with_capacity(batch.work.len());
+        for w in batch.work {
             answers.push(match w {
                 Work::Line(no, bytes) => p.handle_line(&bytes, no),
+                Work::Span(no, span) => p.handle_line(&batch.bytes[span], no),
                 Work::Event(no, v) => p.handle_owned(v, no),
                 Work::Error(no, msg) => p.error(no, &msg),
                 Work::Ambiguous(no, id, keys) => p.ambiguous_error(no, &id, &keys),
@@ -390,8 +465,9 @@ pub fn run_sharded(
         let mut router = Router {
             work,
             out,
-            pending: (0..n).map(|_| Vec::with_capacity(BATCH)).collect(),
+            pending: (0..n).map(|_| Batch::with_capacity(BATCH)).collect(),
             ready: (0..n).map(|_| VecDeque::new()).collect(),
+            spent: (0..n).map(|_| Vec::new()).collect(),
             order: VecDeque::new(),
             bytes: 0,
             ids: HashMap::new(),
@@ -403,13 +479,14 @@ pub fn run_sharded(
             router.rebuild()?;
             let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
                 Input::Line(no, bytes) => {
-                    let r = serde_json::from_slice::<Route>(&bytes).unwrap_or_default();
-                    let size = bytes.len();
-                    router.route(r, no, size, Work::Line(no, bytes))
+                    let target = router
+                        .target(serde_json::from_slice::<Route>(&bytes).unwrap_or_default())?;
+                    router.deliver(target, no, bytes.len(), Work::Line(no, bytes))
                 }
                 Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
                 Input::Event(no, ev, size) => {
-                    router.route(Route::of_value(&ev), no, size, Work::Event(no, ev))
+                    let target = router.target(Route::of_value(&ev))?;
+                    router.deliver(target, no, size, Work::Event(no, ev))
                 }
             });
             // Whatever stopped the input (a read error, say), the lines read before it are

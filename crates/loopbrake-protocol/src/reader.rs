@@ -43,12 +43,16 @@ impl<R: BufRead> LineReader<R> {
                 break;
             }
             saw_any = true;
-            let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            let (part, done) = match memchr::memchr(b'\n', chunk) {
                 Some(i) => (&chunk[..i], Some(i + 1)),
                 None => (chunk, None),
             };
             total += part.len() as u64;
             if !too_long {
+                if buf.is_empty() && done.is_some() {
+                    // The whole line is in the buffer: one allocation of its size.
+                    buf.reserve_exact(part.len());
+                }
                 if buf.len() + part.len() > self.max {
                     too_long = true;
                     buf = Vec::new();
