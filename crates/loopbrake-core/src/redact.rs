@@ -433,6 +433,74 @@ pub fn redact_cut(text: &str, chars: usize) -> String {
     }
 }
 
+/// A text kept as read and redacted whenever it leaves: stored (serialised), shown,
+/// compared or printed, each time as [`redact_cut`] of the text would. Only the prefix
+/// [`redact_cut`] reads is kept. For what is usually never shown, such as the last tool
+/// result, which only a denial quotes: the redaction is paid when it is needed, not on
+/// every call. A value read back from storage was redacted when it was written.
+#[derive(Clone, Default)]
+pub struct RedactedCut {
+    head: String,
+    chars: usize,
+    redacted: bool,
+}
+
+impl RedactedCut {
+    /// The first `chars` characters of `text`, redacted when they leave.
+    pub fn new(text: &str, chars: usize) -> Self {
+        let head = match nth_char_index(text, chars.saturating_add(CUT_MARGIN)) {
+            Some(i) => &text[..i],
+            None => text,
+        };
+        RedactedCut {
+            head: head.to_string(),
+            chars,
+            redacted: false,
+        }
+    }
+
+    /// The text as it may be shown or stored: `redact_cut(text, chars)`.
+    pub fn shown(&self) -> Cow<'_, str> {
+        if self.redacted {
+            Cow::Borrowed(&self.head)
+        } else {
+            Cow::Owned(redact_cut(&self.head, self.chars))
+        }
+    }
+}
+
+impl PartialEq for RedactedCut {
+    fn eq(&self, other: &Self) -> bool {
+        self.shown() == other.shown()
+    }
+}
+
+impl Eq for RedactedCut {}
+
+impl std::fmt::Debug for RedactedCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.shown(), f)
+    }
+}
+
+impl serde::Serialize for RedactedCut {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.shown())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RedactedCut {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let head = String::deserialize(d)?;
+        // Redacted and cut when it was written: shown as it is.
+        Ok(RedactedCut {
+            head,
+            chars: 0,
+            redacted: true,
+        })
+    }
+}
+
 fn replace_shape<'a>(
     text: Cow<'a, str>,
     re: &Regex,

@@ -281,8 +281,9 @@ struct Recent {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerState {
     window: VecDeque<Vec<FpId>>,
+    /// The last tool result (only a denial quotes it: redacted when it is shown or stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_result: Option<String>,
+    last_result: Option<crate::redact::RedactedCut>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     exempt: Vec<FpId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -832,7 +833,7 @@ impl Breaker {
             }
         }
         if let Some(text) = outcome.text.as_deref() {
-            st.last_result = Some(crate::redact::redact_cut(
+            st.last_result = Some(crate::redact::RedactedCut::new(
                 text,
                 self.cfg.result_preview_chars,
             ));
@@ -1169,7 +1170,7 @@ impl Breaker {
             tool,
             &hits,
             refused,
-            st.last_result.as_deref(),
+            st.last_result.as_ref().map(|r| r.shown()).as_deref(),
             self.cfg.result_preview_chars,
             self.cfg.progress,
         );
