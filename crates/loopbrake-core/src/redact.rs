@@ -922,6 +922,27 @@ mod tests {
         }
     }
 
+    /// A result kept as read leaves the state only redacted: stored (serialised), shown,
+    /// printed, and read back; and it shows exactly what `redact_cut` of the text shows.
+    #[test]
+    fn a_kept_cut_leaves_only_redacted() {
+        for case in CREDENTIAL_CASES {
+            let long = format!("{} {}", case.text, "out ".repeat(400));
+            for (text, chars) in [(case.text, 800), (long.as_str(), 800), (long.as_str(), 40)] {
+                let kept = RedactedCut::new(text, chars);
+                assert_eq!(kept.shown(), redact_cut(text, chars), "{}", case.row);
+                let stored = serde_json::to_string(&kept).unwrap();
+                let printed = format!("{kept:?}");
+                for (surface, t) in [("stored", &stored), ("printed", &printed)] {
+                    assert!(!t.contains(case.secret), "{surface} {}: {t}", case.row);
+                }
+                let back: RedactedCut = serde_json::from_str(&stored).unwrap();
+                assert_eq!(back.shown(), kept.shown(), "{}", case.row);
+                assert_eq!(back, kept);
+            }
+        }
+    }
+
     /// Each row of both tables has at least one case of its own name.
     #[test]
     fn every_row_has_a_case() {
