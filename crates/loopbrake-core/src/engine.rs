@@ -14,6 +14,7 @@ use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, H
 use crate::canonical::CanonicalError;
 use crate::config::Config;
 use crate::progress::{OutputDigest, Stopped};
+use crate::redact::RedactedCut;
 use crate::streak::{LoopBrakeError, StreakBrake, StreakState, StreakVerdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -211,11 +212,12 @@ pub struct LogEntry {
     /// The refusal code, on a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    /// The call's `exact:` fingerprint (redacted, cut), or the tool alone.
-    pub preview: String,
+    /// The call's `exact:` fingerprint (redacted when shown or stored, cut), or the tool
+    /// alone.
+    pub preview: RedactedCut,
     /// The fingerprint nearest its gate after this call: `(fingerprint, count, limit)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub near: Option<crate::breaker::Gauge>,
+    pub near: Option<(RedactedCut, u32, u32)>,
     /// `ok`, `failed` or `aborted` once the outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
@@ -321,7 +323,7 @@ impl SessionState {
 
     /// Records a decision (a call seen again through another seam replaces its entry).
     /// `preview` names a call the breaker keeps no record of (a denied one).
-    fn note(&mut self, d: &Decision, tool: &str, preview: impl FnOnce() -> String) {
+    fn note(&mut self, d: &Decision, tool: &str, preview: impl FnOnce() -> RedactedCut) {
         let (preview, near) = self
             .breaker
             .call_view(&d.id)
@@ -330,9 +332,15 @@ impl SessionState {
             d.hits
                 .iter()
                 .max_by_key(|h| (u64::from(h.count) * 1000) / u64::from(h.limit.max(1)))
-                .map(|h| (h.fingerprint.clone(), h.count, h.limit))
+                .map(|h| {
+                    (
+                        RedactedCut::redacted(h.fingerprint.clone()),
+                        h.count,
+                        h.limit,
+                    )
+                })
         });
-        let cut = |t: String| crate::breaker::messages::cut(&t, LOG_PREVIEW_CHARS);
+        let cut = |t: RedactedCut| t.limited(LOG_PREVIEW_CHARS);
         let entry = LogEntry {
             call: d.id.clone(),
             tool: tool.to_string(),
@@ -556,7 +564,7 @@ impl Engine {
 
     /// A call's redacted `exact:` preview, as the timeline shows a call that ran: a denied
     /// call is named by what it would have done, not by its tool alone.
-    fn exact_preview(&self, call: &Call<'_>) -> String {
+    fn exact_preview(&self, call: &Call<'_>) -> RedactedCut {
         crate::breaker::fingerprint::fingerprints(self.breaker.config(), call.tool, call.args)
             .ok()
             .and_then(|set| {
@@ -564,8 +572,8 @@ impl Engine {
                     .into_iter()
                     .find(|f| f.kind == crate::breaker::fingerprint::Kind::Exact)
             })
-            .map(|f| crate::breaker::messages::preview_redacted(&f.text, LOG_PREVIEW_CHARS))
-            .unwrap_or_else(|| call.tool.to_string())
+            .map(|f| RedactedCut::preview(&f.text, LOG_PREVIEW_CHARS))
+            .unwrap_or_else(|| RedactedCut::redacted(call.tool.to_string()))
     }
 
     fn apply(&self, d: &mut Decision, v: BreakerVerdict) -> CallStatus {

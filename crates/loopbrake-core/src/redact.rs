@@ -434,14 +434,22 @@ pub fn redact_cut(text: &str, chars: usize) -> String {
 }
 
 /// A text kept as read and redacted whenever it leaves: stored (serialised), shown,
-/// compared or printed, each time as [`redact_cut`] of the text would. Only the prefix
-/// [`redact_cut`] reads is kept. For what is usually never shown, such as the last tool
-/// result, which only a denial quotes: the redaction is paid when it is needed, not on
-/// every call. A value read back from storage was redacted when it was written.
+/// compared or printed, each time as [`redact_cut`] of the text would show it (with a
+/// preview's `… (+N more chars)` mark, and cut again for the timeline, when asked). Only
+/// the prefix [`redact_cut`] reads is kept. For what is usually never shown (the last tool
+/// result, which only a denial quotes; the previews of a call's fingerprints, which only a
+/// verdict, an advisory or the dashboard names), the redaction is paid when it is needed,
+/// not on every call. A value read back from storage was redacted when it was written.
 #[derive(Clone, Default)]
 pub struct RedactedCut {
+    /// A prefix of the text as read or, once `redacted`, what it shows.
     head: String,
+    /// Characters kept ([`redact_cut`]'s `chars`).
     chars: usize,
+    /// For a preview of a longer text: the text's length in characters, for the mark.
+    total: Option<usize>,
+    /// Characters shown at most, mark included (the timeline's cut).
+    limit: Option<usize>,
     redacted: bool,
 }
 
@@ -455,17 +463,63 @@ impl RedactedCut {
         RedactedCut {
             head: head.to_string(),
             chars,
-            redacted: false,
+            ..RedactedCut::default()
         }
     }
 
-    /// The text as it may be shown or stored: `redact_cut(text, chars)`.
+    /// A preview: the first `chars` characters of `text`, redacted when they leave, marked
+    /// `… (+N more chars)` when the text was longer and its redacted head was not shorter.
+    pub fn preview(text: &str, chars: usize) -> Self {
+        RedactedCut {
+            // Fewer bytes than `chars + 1` means fewer characters: no mark, no count.
+            total: (text.len() > chars)
+                .then(|| text.chars().count())
+                .filter(|&n| n > chars),
+            ..RedactedCut::new(text, chars)
+        }
+    }
+
+    /// A text that was redacted already (a verdict's fingerprint).
+    pub fn redacted(text: String) -> Self {
+        RedactedCut {
+            head: text,
+            redacted: true,
+            ..RedactedCut::default()
+        }
+    }
+
+    /// The same text, showing at most `limit` characters.
+    pub fn limited(mut self, limit: usize) -> Self {
+        if self.redacted {
+            if let Some(i) = nth_char_index(&self.head, limit) {
+                self.head.truncate(i);
+            }
+        } else {
+            self.limit = Some(self.limit.map_or(limit, |l| l.min(limit)));
+        }
+        self
+    }
+
+    /// Whether there is no text at all.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    /// The text as it may be shown or stored.
     pub fn shown(&self) -> Cow<'_, str> {
         if self.redacted {
-            Cow::Borrowed(&self.head)
-        } else {
-            Cow::Owned(redact_cut(&self.head, self.chars))
+            return Cow::Borrowed(&self.head);
         }
+        let mut red = redact_cut(&self.head, self.chars);
+        if let Some(total) = self.total {
+            if red.chars().count() >= self.chars {
+                red = format!("{red}… (+{} more chars)", total - self.chars);
+            }
+        }
+        if let Some(i) = self.limit.and_then(|l| nth_char_index(&red, l)) {
+            red.truncate(i);
+        }
+        Cow::Owned(red)
     }
 }
 
@@ -483,6 +537,12 @@ impl std::fmt::Debug for RedactedCut {
     }
 }
 
+impl std::fmt::Display for RedactedCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
 impl serde::Serialize for RedactedCut {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.shown())
@@ -491,13 +551,8 @@ impl serde::Serialize for RedactedCut {
 
 impl<'de> serde::Deserialize<'de> for RedactedCut {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let head = String::deserialize(d)?;
         // Redacted and cut when it was written: shown as it is.
-        Ok(RedactedCut {
-            head,
-            chars: 0,
-            redacted: true,
-        })
+        Ok(RedactedCut::redacted(String::deserialize(d)?))
     }
 }
 
@@ -940,6 +995,37 @@ mod tests {
                 assert_eq!(back.shown(), kept.shown(), "{}", case.row);
                 assert_eq!(back, kept);
             }
+        }
+    }
+
+    proptest! {
+        /// A preview kept as read shows, when it leaves, what redacting the text, cutting it
+        /// and marking what was cut shows; cut again as the timeline cuts it, the same cut
+        /// of that; and its stored form never holds the secret.
+        #[test]
+        fn a_kept_preview_shows_the_redacted_preview(
+            pre in "[a-z =]{0,40}",
+            i in 0..CREDENTIAL_CASES.len(),
+            post in "[a-z \u{e9}]{0,300}",
+            cap in 1usize..200,
+            limit in 1usize..150,
+        ) {
+            let case = &CREDENTIAL_CASES[i];
+            let text = format!("{pre} {} {post}", case.text);
+            let red = redact_cut(&text, cap);
+            let want = if red.chars().count() < cap || text.chars().nth(cap).is_none() {
+                red
+            } else {
+                format!("{red}… (+{} more chars)", text.chars().count() - cap)
+            };
+            let kept = RedactedCut::preview(&text, cap);
+            prop_assert_eq!(kept.shown(), want.as_str());
+            let stored = serde_json::to_string(&kept).unwrap();
+            prop_assert!(!stored.contains(case.secret), "{}", stored);
+            let cut: String = want.chars().take(limit).collect();
+            prop_assert_eq!(kept.clone().limited(limit).shown().into_owned(), cut.clone());
+            let back: RedactedCut = serde_json::from_str(&stored).unwrap();
+            prop_assert_eq!(back.limited(limit).shown().into_owned(), cut);
         }
     }
 

@@ -458,14 +458,14 @@ fn the_operators_timeline_shows_recent_decisions_redacted_with_outcomes() {
     assert_eq!(last.code.as_deref(), Some("REPEAT_TOOL_BLOCKED"));
     let allowed = log.iter().find(|e| e.verdict == Verdict::Allow).unwrap();
     assert!(
-        allowed.preview.starts_with("exact:bash:"),
+        allowed.preview.shown().starts_with("exact:bash:"),
         "{}",
         allowed.preview
     );
     assert_eq!(allowed.outcome.as_deref(), Some("ok"));
     let (fp, count, limit) = log[log.len() - 3].near.clone().unwrap();
     assert!(
-        count <= limit && limit == 12 && !fp.is_empty(),
+        count <= limit && limit == 12 && !fp.shown().is_empty(),
         "{fp} {count}/{limit}"
     );
     let text = serde_json::to_string(&s.st).unwrap();

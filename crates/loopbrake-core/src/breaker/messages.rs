@@ -28,12 +28,9 @@ pub fn preview(text: &str, cap: usize) -> String {
 /// [`preview`] of `text` redacted, reading a bounded prefix of it: a fingerprint of a
 /// megabyte `Write` is previewed without redacting the megabyte.
 pub fn preview_redacted(text: &str, cap: usize) -> String {
-    let red = crate::redact::redact_cut(text, cap);
-    if red.chars().count() < cap || text.chars().nth(cap).is_none() {
-        return red;
-    }
-    let more = text.chars().count() - cap;
-    format!("{red}… (+{more} more chars)")
+    crate::redact::RedactedCut::preview(text, cap)
+        .shown()
+        .into_owned()
 }
 
 /// `text` cut to `cap` characters with no marker (how the last result is stored).

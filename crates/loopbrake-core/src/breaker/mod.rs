@@ -21,6 +21,7 @@ pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind};
 
 use crate::canonical::CanonicalError;
 use crate::progress::OutputDigest;
+use crate::redact::RedactedCut;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -171,9 +172,10 @@ struct FpMeta {
     kind: Kind,
     limit: Option<u32>,
     /// Preview text, kept until the call is settled (it words the verdicts and the
-    /// failure advisory). Denied calls keep no fingerprints at all.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    preview: String,
+    /// failure advisory); redacted when it is shown or stored. Denied calls keep no
+    /// fingerprints at all.
+    #[serde(default, skip_serializing_if = "RedactedCut::is_empty")]
+    preview: RedactedCut,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,7 +285,7 @@ pub struct BreakerState {
     window: VecDeque<Vec<FpId>>,
     /// The last tool result (only a denial quotes it: redacted when it is shown or stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_result: Option<crate::redact::RedactedCut>,
+    last_result: Option<RedactedCut>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     exempt: Vec<FpId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -406,7 +408,10 @@ impl BreakerState {
     /// How an operator sees a call the breaker judged and remembers: its `exact:` preview
     /// (redacted) and, among its gated fingerprints, the one nearest its gate as
     /// `(fingerprint, count, limit)`.
-    pub fn call_view(&self, call_id: &str) -> Option<(String, Option<Gauge>)> {
+    pub fn call_view(
+        &self,
+        call_id: &str,
+    ) -> Option<(RedactedCut, Option<(RedactedCut, u32, u32)>)> {
         let c = self.inflight.iter().find(|c| c.id == call_id)?;
         let preview = c
             .fps
@@ -557,9 +562,9 @@ impl Breaker {
                 // measure with no gate is never named in a message (no hit, no advisory, no
                 // failure track): it needs no preview.
                 preview: if f.limit.is_some() {
-                    messages::preview_redacted(&f.text, self.cfg.preview_chars)
+                    RedactedCut::preview(&f.text, self.cfg.preview_chars)
                 } else {
-                    String::new()
+                    RedactedCut::default()
                 },
             })
             .collect();
@@ -833,21 +838,18 @@ impl Breaker {
             }
         }
         if let Some(text) = outcome.text.as_deref() {
-            st.last_result = Some(crate::redact::RedactedCut::new(
-                text,
-                self.cfg.result_preview_chars,
-            ));
+            st.last_result = Some(RedactedCut::new(text, self.cfg.result_preview_chars));
         }
         let advisory = match (pick(candidates), pick(struggles), failure.as_ref()) {
             (Some((f, n)), _, Some(fail)) => Some(Advisory {
-                text: messages::failure_advisory(&f.preview, n, fail),
-                fingerprint: f.preview.clone(),
+                text: messages::failure_advisory(&f.preview.shown(), n, fail),
+                fingerprint: f.preview.to_string(),
                 count: n,
                 stage: Stage::Failure,
             }),
             (None, Some((f, n)), Some(fail)) => Some(Advisory {
-                text: messages::struggle_advisory(&f.preview, n, fail),
-                fingerprint: f.preview.clone(),
+                text: messages::struggle_advisory(&f.preview.shown(), n, fail),
+                fingerprint: f.preview.to_string(),
                 count: n,
                 stage: Stage::Struggle,
             }),
@@ -1050,7 +1052,7 @@ impl Breaker {
                     out.push(IdHit {
                         id: f.id,
                         hit: Hit {
-                            fingerprint: f.preview.clone(),
+                            fingerprint: f.preview.to_string(),
                             count: s.streak,
                             limit: fail_limit,
                             track: Track::Failure,
@@ -1079,7 +1081,7 @@ impl Breaker {
                     out.push(IdHit {
                         id: f.id,
                         hit: Hit {
-                            fingerprint: f.preview.clone(),
+                            fingerprint: f.preview.to_string(),
                             count: s.stale,
                             limit: ask_at,
                             track: Track::Struggle,
@@ -1102,7 +1104,7 @@ impl Breaker {
                     out.push(IdHit {
                         id: f.id,
                         hit: Hit {
-                            fingerprint: f.preview.clone(),
+                            fingerprint: f.preview.to_string(),
                             count: u.same,
                             limit,
                             track: Track::Unchanged,
@@ -1122,7 +1124,7 @@ impl Breaker {
                 out.push(IdHit {
                     id: exact.id,
                     hit: Hit {
-                        fingerprint: exact.preview.clone(),
+                        fingerprint: exact.preview.to_string(),
                         count: self.cfg.cycle_limit.unwrap_or(0),
                         limit: self.cfg.cycle_limit.unwrap_or(0),
                         track: Track::Cycle,
@@ -1140,7 +1142,7 @@ impl Breaker {
                 out.push(IdHit {
                     id: f.id,
                     hit: Hit {
-                        fingerprint: f.preview.clone(),
+                        fingerprint: f.preview.to_string(),
                         count: next,
                         limit,
                         track: Track::Repeat,
@@ -1207,14 +1209,14 @@ impl Breaker {
         best.map(|(stage, n, f)| {
             let (text, stage) = match stage {
                 2 => (
-                    messages::stage2(&f.preview, n, self.cfg.progress),
+                    messages::stage2(&f.preview.shown(), n, self.cfg.progress),
                     Stage::Summarize,
                 ),
-                _ => (messages::stage1(&f.preview, n), Stage::Warn),
+                _ => (messages::stage1(&f.preview.shown(), n), Stage::Warn),
             };
             Advisory {
                 text,
-                fingerprint: f.preview.clone(),
+                fingerprint: f.preview.to_string(),
                 count: n,
                 stage,
             }

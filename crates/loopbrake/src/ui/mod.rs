@@ -228,8 +228,9 @@ pub fn session_json(info: &SessionInfo, with_log: bool) -> Value {
     let mut near: Vec<(String, u32, u32)> = Vec::new();
     for e in st.log().rev() {
         if let Some((fp, count, limit)) = &e.near {
-            if !near.iter().any(|(f, _, _)| f == fp) {
-                near.push((fp.clone(), *count, *limit));
+            let fp = fp.shown();
+            if !near.iter().any(|(f, _, _)| *f == fp) {
+                near.push((fp.into_owned(), *count, *limit));
             }
         }
     }
