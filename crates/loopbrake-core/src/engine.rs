@@ -217,7 +217,7 @@ pub struct LogEntry {
     pub preview: RedactedCut,
     /// The fingerprint nearest its gate after this call: `(fingerprint, count, limit)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub near: Option<(RedactedCut, u32, u32)>,
+    pub near: Option<crate::breaker::KeptGauge>,
     /// `ok`, `failed` or `aborted` once the outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,

@@ -308,6 +308,9 @@ pub struct BreakerState {
 /// A fingerprint against its gate, as operators see it: `(fingerprint, count, limit)`.
 pub type Gauge = (String, u32, u32);
 
+/// A [`Gauge`] as the timeline keeps it: the fingerprint redacted when shown or stored.
+pub type KeptGauge = (RedactedCut, u32, u32);
+
 /// What the breaker knows of one fingerprint of a call, for operators (`loopbrake explain`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FingerprintSignal {
@@ -408,10 +411,7 @@ impl BreakerState {
     /// How an operator sees a call the breaker judged and remembers: its `exact:` preview
     /// (redacted) and, among its gated fingerprints, the one nearest its gate as
     /// `(fingerprint, count, limit)`.
-    pub fn call_view(
-        &self,
-        call_id: &str,
-    ) -> Option<(RedactedCut, Option<(RedactedCut, u32, u32)>)> {
+    pub fn call_view(&self, call_id: &str) -> Option<(RedactedCut, Option<KeptGauge>)> {
         let c = self.inflight.iter().find(|c| c.id == call_id)?;
         let preview = c
             .fps
