@@ -26,7 +26,7 @@ pub use parallel::run_sharded;
 pub use processor::{Handled, Processor, Record};
 
 use import::Importer;
-use reader::{Line, LineReader};
+use reader::{LineReader, LineRef};
 use std::io::{self, BufRead, Write};
 
 /// The protocol's version, printed by `loopbrake --version` beside the crate's.
@@ -69,9 +69,9 @@ impl<W: Write> Sink for LineWriter<W> {
 
 /// One unit of input, in order: a protocol line, a line over the length limit, or an event
 /// an importer made of a recorded-run line.
-pub(crate) enum Input {
-    /// A protocol line (its number, its bytes).
-    Line(u64, Vec<u8>),
+pub(crate) enum Input<'a> {
+    /// A protocol line (its number, its bytes, borrowed until the next unit).
+    Line(u64, &'a [u8]),
     /// A protocol line longer than the limit (its number, the error message).
     TooLong(u64, String),
     /// An event made by the importer from the line with this number.
@@ -84,22 +84,22 @@ pub(crate) fn read_input(
     input: impl BufRead,
     mut importer: Option<&mut (dyn Importer + '_)>,
     max_line: usize,
-    each: &mut dyn FnMut(Input) -> io::Result<()>,
+    each: &mut dyn FnMut(Input<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut lines = LineReader::new(input, max_line);
     let mut line_no: u64 = 0;
     let mut events = Vec::new();
-    while let Some(line) = lines.next_line()? {
+    while let Some(line) = lines.read_line()? {
         line_no += 1;
         match (line, importer.as_deref_mut()) {
-            (Line::TooLong(n), None) => each(Input::TooLong(
+            (LineRef::TooLong(n), None) => each(Input::TooLong(
                 line_no,
                 format!("line is {n} bytes, longer than the maximum of {max_line}"),
             ))?,
-            (Line::TooLong(_), Some(imp)) => imp.warn("lines longer than the maximum"),
-            (Line::Ok(bytes), None) => each(Input::Line(line_no, bytes))?,
-            (Line::Ok(bytes), Some(imp)) => {
-                imp.feed(&bytes, &mut events);
+            (LineRef::TooLong(_), Some(imp)) => imp.warn("lines longer than the maximum"),
+            (LineRef::Ok(bytes), None) => each(Input::Line(line_no, bytes))?,
+            (LineRef::Ok(bytes), Some(imp)) => {
+                imp.feed(bytes, &mut events);
                 let share = bytes.len() / events.len().max(1);
                 for ev in events.drain(..) {
                     each(Input::Event(line_no, ev, share))?;
@@ -127,7 +127,7 @@ pub fn run(
 ) -> io::Result<()> {
     read_input(input, importer, max_line, &mut |item| {
         let h = match item {
-            Input::Line(no, bytes) => processor.handle_line(&bytes, no),
+            Input::Line(no, bytes) => processor.handle_line(bytes, no),
             Input::TooLong(no, msg) => processor.error(no, &msg),
             Input::Event(no, ev, _) => processor.handle_owned(ev, no),
         };

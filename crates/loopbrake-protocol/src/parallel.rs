@@ -74,14 +74,16 @@ impl Batch {
     }
 
     fn push(&mut self, w: Work) {
-        self.work.push(match w {
-            Work::Line(no, line) => {
-                let start = self.bytes.len();
-                self.bytes.extend_from_slice(&line);
-                Work::Span(no, start..self.bytes.len())
-            }
-            other => other,
-        });
+        match w {
+            Work::Line(no, line) => self.push_line(no, &line),
+            other => self.work.push(other),
+        }
+    }
+
+    fn push_line(&mut self, no: u64, line: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(line);
+        self.work.push(Work::Span(no, start..self.bytes.len()));
     }
 }
 
@@ -228,6 +230,18 @@ impl Router<'_> {
 
     fn send(&mut self, shard: usize, size: usize, w: Work) -> io::Result<()> {
         self.pending[shard].push(w);
+        self.pushed(shard, size)
+    }
+
+    /// Sends a line, copied into its shard's batch.
+    fn send_line(&mut self, shard: usize, line_no: u64, line: &[u8]) -> io::Result<()> {
+        self.pending[shard].push_line(line_no, line);
+        self.pushed(shard, line.len())
+    }
+
+    /// After a unit joined a shard's batch: hands the batch over when full, writes what
+    /// answers are ready, and waits while too much is in flight.
+    fn pushed(&mut self, shard: usize, size: usize) -> io::Result<()> {
         self.order.push_back((shard, size));
         self.bytes += size;
         if self.pending[shard].work.len() >= BATCH {
@@ -479,9 +493,18 @@ pub fn run_sharded(
             router.rebuild()?;
             let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
                 Input::Line(no, bytes) => {
-                    let target = router
-                        .target(serde_json::from_slice::<Route>(&bytes).unwrap_or_default())?;
-                    router.deliver(target, no, bytes.len(), Work::Line(no, bytes))
+                    match router
+                        .target(serde_json::from_slice::<Route>(bytes).unwrap_or_default())?
+                    {
+                        Target::Shard(shard) => router.send_line(shard, no, bytes),
+                        // Rare (an id open in several shards): the line is copied out.
+                        ambiguous => router.deliver(
+                            ambiguous,
+                            no,
+                            bytes.len(),
+                            Work::Line(no, bytes.to_vec()),
+                        ),
+                    }
                 }
                 Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
                 Input::Event(no, ev, size) => {

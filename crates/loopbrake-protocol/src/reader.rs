@@ -15,21 +15,53 @@ pub enum Line {
     TooLong(u64),
 }
 
+/// The most buffer kept from one line to the next.
+const KEEP: usize = 1 << 20;
+
+/// One line read into the reader's own buffer ([`LineReader::read_line`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRef<'a> {
+    /// The line's bytes, without the newline (and without a trailing `\r`).
+    Ok(&'a [u8]),
+    /// The line was longer than the limit; its length in bytes.
+    TooLong(u64),
+}
+
 /// A line reader with a length limit.
 pub struct LineReader<R> {
     inner: R,
     max: usize,
+    /// The last line, reused from line to line (one allocation for a whole input).
+    buf: Vec<u8>,
 }
 
 impl<R: BufRead> LineReader<R> {
     /// Reads lines of at most `max` bytes from `inner`.
     pub fn new(inner: R, max: usize) -> Self {
-        LineReader { inner, max }
+        LineReader {
+            inner,
+            max,
+            buf: Vec::new(),
+        }
     }
 
     /// The next line, or `None` at the end of input.
     pub fn next_line(&mut self) -> io::Result<Option<Line>> {
-        let mut buf = Vec::new();
+        Ok(self.read_line()?.map(|l| match l {
+            LineRef::Ok(b) => Line::Ok(b.to_vec()),
+            LineRef::TooLong(n) => Line::TooLong(n),
+        }))
+    }
+
+    /// The next line, borrowed from the reader's buffer until the next call, or `None` at
+    /// the end of input.
+    pub fn read_line(&mut self) -> io::Result<Option<LineRef<'_>>> {
+        let buf = &mut self.buf;
+        buf.clear();
+        if buf.capacity() > KEEP {
+            // A long line's buffer is not kept for the rest of the input.
+            *buf = Vec::new();
+        }
         let mut total: u64 = 0;
         let mut too_long = false;
         let mut saw_any = false;
@@ -49,13 +81,9 @@ impl<R: BufRead> LineReader<R> {
             };
             total += part.len() as u64;
             if !too_long {
-                if buf.is_empty() && done.is_some() {
-                    // The whole line is in the buffer: one allocation of its size.
-                    buf.reserve_exact(part.len());
-                }
                 if buf.len() + part.len() > self.max {
                     too_long = true;
-                    buf = Vec::new();
+                    *buf = Vec::new();
                 } else {
                     buf.extend_from_slice(part);
                 }
@@ -70,12 +98,12 @@ impl<R: BufRead> LineReader<R> {
             return Ok(None);
         }
         if too_long {
-            return Ok(Some(Line::TooLong(total)));
+            return Ok(Some(LineRef::TooLong(total)));
         }
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        Ok(Some(Line::Ok(buf)))
+        Ok(Some(LineRef::Ok(buf)))
     }
 }
 
