@@ -285,8 +285,8 @@ impl Processor {
 
     /// Handles one raw input line (without its newline).
     pub fn handle_line(&mut self, line: &[u8], line_no: u64) -> Handled {
-        match parse_line(line) {
-            Ok(value) => self.handle_owned(value, line_no),
+        match parse_event(line) {
+            Ok(ev) => self.handle_event(&ev, line_no),
             Err(message) => self.error(line_no, &message),
         }
     }
@@ -653,6 +653,16 @@ impl Processor {
                 settled,
             },
         }
+    }
+}
+
+/// One protocol line as an event, or the message that says what is wrong with it: typed
+/// in one pass when the line is a well-formed event ([`event::parse_fast`]), else through
+/// a JSON value, which words every error.
+pub fn parse_event(line: &[u8]) -> Result<Event, String> {
+    match event::parse_fast(line) {
+        Some(ev) => Ok(ev),
+        None => parse_line(line).and_then(event::parse_owned),
     }
 }
 

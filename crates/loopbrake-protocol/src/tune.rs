@@ -15,7 +15,7 @@
 
 use crate::event::{self, Event};
 use crate::import::Importer;
-use crate::processor::{parse_line, Processor, Record};
+use crate::processor::{parse_event, Processor, Record};
 use crate::report::{recorded_output, Report};
 use crate::Input;
 use loopbrake_core::canonical::call_digest;
@@ -84,7 +84,7 @@ impl Corpus {
         let stop = || io::Error::other("stopped at a bad line");
         let read = crate::read_input(input, importer, max_line, &mut |item| {
             let (line, parsed) = match item {
-                Input::Line(no, bytes) => (no, parse_line(bytes).and_then(event::parse_owned)),
+                Input::Line(no, bytes) => (no, parse_event(bytes)),
                 Input::TooLong(no, message) => (no, Err(message)),
                 Input::Event(no, value, _) => (no, event::parse_owned(value)),
             };
