@@ -440,17 +440,36 @@ pub fn redact_cut(text: &str, chars: usize) -> String {
 /// result, which only a denial quotes; the previews of a call's fingerprints, which only a
 /// verdict, an advisory or the dashboard names), the redaction is paid when it is needed,
 /// not on every call. A value read back from storage was redacted when it was written.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RedactedCut {
     /// A prefix of the text as read or, once `redacted`, what it shows.
-    head: String,
+    head: Box<str>,
     /// Characters kept ([`redact_cut`]'s `chars`).
-    chars: usize,
-    /// For a preview of a longer text: the text's length in characters, for the mark.
-    total: Option<usize>,
-    /// Characters shown at most, mark included (the timeline's cut).
-    limit: Option<usize>,
+    chars: u32,
+    /// For a preview of a longer text: the text's length in characters, for the mark (0:
+    /// no mark).
+    total: u32,
+    /// Characters shown at most, mark included (the timeline's cut; `u32::MAX`: no cut).
+    limit: u32,
     redacted: bool,
+}
+
+/// A count as the compact fields keep it (a count beyond `u32` cannot come from a line of
+/// the protocol's bounded length).
+fn small(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Default for RedactedCut {
+    fn default() -> Self {
+        RedactedCut {
+            head: Box::default(),
+            chars: 0,
+            total: 0,
+            limit: u32::MAX,
+            redacted: false,
+        }
+    }
 }
 
 impl RedactedCut {
@@ -461,8 +480,8 @@ impl RedactedCut {
             None => text,
         };
         RedactedCut {
-            head: head.to_string(),
-            chars,
+            head: head.into(),
+            chars: small(chars),
             ..RedactedCut::default()
         }
     }
@@ -474,7 +493,8 @@ impl RedactedCut {
             // Fewer bytes than `chars + 1` means fewer characters: no mark, no count.
             total: (text.len() > chars)
                 .then(|| text.chars().count())
-                .filter(|&n| n > chars),
+                .filter(|&n| n > chars)
+                .map_or(0, small),
             ..RedactedCut::new(text, chars)
         }
     }
@@ -482,7 +502,7 @@ impl RedactedCut {
     /// A text that was redacted already (a verdict's fingerprint).
     pub fn redacted(text: String) -> Self {
         RedactedCut {
-            head: text,
+            head: text.into_boxed_str(),
             redacted: true,
             ..RedactedCut::default()
         }
@@ -492,10 +512,10 @@ impl RedactedCut {
     pub fn limited(mut self, limit: usize) -> Self {
         if self.redacted {
             if let Some(i) = nth_char_index(&self.head, limit) {
-                self.head.truncate(i);
+                self.head = self.head[..i].into();
             }
         } else {
-            self.limit = Some(self.limit.map_or(limit, |l| l.min(limit)));
+            self.limit = self.limit.min(small(limit));
         }
         self
     }
@@ -510,13 +530,12 @@ impl RedactedCut {
         if self.redacted {
             return Cow::Borrowed(&self.head);
         }
-        let mut red = redact_cut(&self.head, self.chars);
-        if let Some(total) = self.total {
-            if red.chars().count() >= self.chars {
-                red = format!("{red}… (+{} more chars)", total - self.chars);
-            }
+        let chars = self.chars as usize;
+        let mut red = redact_cut(&self.head, chars);
+        if self.total > 0 && red.chars().count() >= chars {
+            red = format!("{red}… (+{} more chars)", self.total as usize - chars);
         }
-        if let Some(i) = self.limit.and_then(|l| nth_char_index(&red, l)) {
+        if let Some(i) = nth_char_index(&red, self.limit as usize) {
             red.truncate(i);
         }
         Cow::Owned(red)
