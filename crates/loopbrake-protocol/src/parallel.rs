@@ -42,9 +42,7 @@ const BATCH: usize = 64;
 pub const REBUILD_EVERY: u64 = 1 << 16;
 
 enum Work {
-    /// A line as read (the router copies it into its batch: see [`Batch`]).
-    Line(u64, Vec<u8>),
-    /// A line in its batch's bytes.
+    /// A line in its batch's bytes (see [`Batch`]).
     Span(u64, std::ops::Range<usize>),
     Event(u64, Value),
     Error(u64, String),
@@ -70,13 +68,6 @@ impl Batch {
             bytes: Vec::new(),
             work: Vec::with_capacity(n),
             spent: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, w: Work) {
-        match w {
-            Work::Line(no, line) => self.push_line(no, &line),
-            other => self.work.push(other),
         }
     }
 
@@ -212,11 +203,12 @@ struct Router<'a> {
     sink: &'a mut dyn Sink,
 }
 
-/// Where an event goes: a shard, or (an answer or result naming no session, whose id was
-/// sent to several shards) wherever that id is open now.
+/// Where an event goes: the shard that judges it, or (an answer or result naming no
+/// session, whose id is open in several shards) the error line that answers it instead, and
+/// the shard that writes it.
 enum Target {
     Shard(usize),
-    Ambiguous(String),
+    Refused(usize, Work),
 }
 
 fn gone() -> io::Error {
@@ -229,7 +221,7 @@ impl Router<'_> {
     }
 
     fn send(&mut self, shard: usize, size: usize, w: Work) -> io::Result<()> {
-        self.pending[shard].push(w);
+        self.pending[shard].work.push(w);
         self.pushed(shard, size)
     }
 
@@ -346,16 +338,8 @@ impl Router<'_> {
         Ok(())
     }
 
-    /// Sends an event (`work` is its line or its value) where [`Router::target`] said.
-    fn deliver(&mut self, target: Target, line_no: u64, size: usize, work: Work) -> io::Result<()> {
-        match target {
-            Target::Shard(shard) => self.send(shard, size, work),
-            Target::Ambiguous(id) => self.route_ambiguous(id, line_no, size, work),
-        }
-    }
-
-    /// Where an event goes (counted as routed).
-    fn target(&mut self, r: Route) -> io::Result<Target> {
+    /// Where the event of line `line_no` goes (counted as routed).
+    fn target(&mut self, r: Route, line_no: u64) -> io::Result<Target> {
         self.events += 1;
         if self.events % REBUILD_EVERY == 0 {
             self.rebuild()?;
@@ -377,7 +361,7 @@ impl Router<'_> {
                 Some(id) => match self.ids.get(id.as_ref()).map(Vec::as_slice) {
                     None | Some([]) => 0,
                     Some([one]) => *one,
-                    Some(_) => return Ok(Target::Ambiguous(id.into_owned())),
+                    Some(_) => return self.resolve(id.into_owned(), line_no),
                 },
                 None => 0,
             },
@@ -387,13 +371,7 @@ impl Router<'_> {
     }
 
     /// An id sent to several shards, with no session named: where is it open now?
-    fn route_ambiguous(
-        &mut self,
-        id: String,
-        line_no: u64,
-        size: usize,
-        work: Work,
-    ) -> io::Result<()> {
+    fn resolve(&mut self, id: String, line_no: u64) -> io::Result<Target> {
         self.drain()?;
         let mut holders = Vec::new();
         let mut keys = Vec::new();
@@ -404,14 +382,14 @@ impl Router<'_> {
                 keys.extend(open);
             }
         }
-        let work = if holders.len() > 1 {
-            Work::Ambiguous(line_no, id.clone(), keys)
-        } else {
-            work
-        };
         let shard = holders.first().copied().unwrap_or(0);
+        let target = if holders.len() > 1 {
+            Target::Refused(shard, Work::Ambiguous(line_no, id.clone(), keys))
+        } else {
+            Target::Shard(shard)
+        };
         self.ids.insert(id, holders);
-        self.send(shard, size, work)
+        Ok(target)
     }
 }
 
@@ -425,7 +403,6 @@ fn serve_shard(
         let mut answers = Vec::with_capacity(batch.work.len());
         for w in batch.work {
             answers.push(match w {
-                Work::Line(no, bytes) => p.handle_line(&bytes, no),
                 Work::Span(no, span) => p.handle_line(&batch.bytes[span], no),
                 Work::Event(no, v) => p.handle_owned(v, no),
                 Work::Error(no, msg) => p.error(no, &msg),
@@ -493,24 +470,17 @@ pub fn run_sharded(
             router.rebuild()?;
             let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
                 Input::Line(no, bytes) => {
-                    match router
-                        .target(serde_json::from_slice::<Route>(bytes).unwrap_or_default())?
-                    {
+                    let route = serde_json::from_slice::<Route>(bytes).unwrap_or_default();
+                    match router.target(route, no)? {
                         Target::Shard(shard) => router.send_line(shard, no, bytes),
-                        // Rare (an id open in several shards): the line is copied out.
-                        ambiguous => router.deliver(
-                            ambiguous,
-                            no,
-                            bytes.len(),
-                            Work::Line(no, bytes.to_vec()),
-                        ),
+                        Target::Refused(shard, error) => router.send(shard, bytes.len(), error),
                     }
                 }
                 Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
-                Input::Event(no, ev, size) => {
-                    let target = router.target(Route::of_value(&ev))?;
-                    router.deliver(target, no, size, Work::Event(no, ev))
-                }
+                Input::Event(no, ev, size) => match router.target(Route::of_value(&ev), no)? {
+                    Target::Shard(shard) => router.send(shard, size, Work::Event(no, ev)),
+                    Target::Refused(shard, error) => router.send(shard, size, error),
+                },
             });
             // Whatever stopped the input (a read error, say), the lines read before it are
             // answered, as one processor would have answered them.
