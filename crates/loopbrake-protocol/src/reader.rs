@@ -6,15 +6,6 @@ use std::io::{self, BufRead};
 /// The default maximum line length: 16 MiB.
 pub const DEFAULT_MAX_LINE: usize = 16 << 20;
 
-/// One line read.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Line {
-    /// The line's bytes, without the newline (and without a trailing `\r`).
-    Ok(Vec<u8>),
-    /// The line was longer than the limit; its length in bytes.
-    TooLong(u64),
-}
-
 /// The most buffer kept from one line to the next.
 const KEEP: usize = 1 << 20;
 
@@ -43,14 +34,6 @@ impl<R: BufRead> LineReader<R> {
             max,
             buf: Vec::new(),
         }
-    }
-
-    /// The next line, or `None` at the end of input.
-    pub fn next_line(&mut self) -> io::Result<Option<Line>> {
-        Ok(self.read_line()?.map(|l| match l {
-            LineRef::Ok(b) => Line::Ok(b.to_vec()),
-            LineRef::TooLong(n) => Line::TooLong(n),
-        }))
     }
 
     /// The next line, borrowed from the reader's buffer until the next call, or `None` at
@@ -115,9 +98,9 @@ mod tests {
     fn long_lines_are_reported_and_skipped() {
         let data = b"ok\n0123456789abcdef\r\nlast";
         let mut r = LineReader::new(&data[..], 10);
-        assert_eq!(r.next_line().unwrap(), Some(Line::Ok(b"ok".to_vec())));
-        assert_eq!(r.next_line().unwrap(), Some(Line::TooLong(17)));
-        assert_eq!(r.next_line().unwrap(), Some(Line::Ok(b"last".to_vec())));
-        assert_eq!(r.next_line().unwrap(), None);
+        assert_eq!(r.read_line().unwrap(), Some(LineRef::Ok(b"ok")));
+        assert_eq!(r.read_line().unwrap(), Some(LineRef::TooLong(17)));
+        assert_eq!(r.read_line().unwrap(), Some(LineRef::Ok(b"last")));
+        assert_eq!(r.read_line().unwrap(), None);
     }
 }

@@ -33,14 +33,6 @@ pub fn preview_redacted(text: &str, cap: usize) -> String {
         .into_owned()
 }
 
-/// `text` cut to `cap` characters with no marker (how the last result is stored).
-pub fn cut(text: &str, cap: usize) -> String {
-    match text.char_indices().nth(cap) {
-        None => text.to_string(),
-        Some((i, _)) => text[..i].to_string(),
-    }
-}
-
 /// Stage 1: a light advisory.
 pub fn stage1(fp: &str, n: u32) -> String {
     format!(
