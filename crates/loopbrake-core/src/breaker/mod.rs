@@ -840,19 +840,26 @@ impl Breaker {
         if let Some(text) = outcome.text.as_deref() {
             st.last_result = Some(RedactedCut::new(text, self.cfg.result_preview_chars));
         }
+        // The preview is redacted once, for the text and for the advisory's fingerprint.
         let advisory = match (pick(candidates), pick(struggles), failure.as_ref()) {
-            (Some((f, n)), _, Some(fail)) => Some(Advisory {
-                text: messages::failure_advisory(&f.preview.shown(), n, fail),
-                fingerprint: f.preview.to_string(),
-                count: n,
-                stage: Stage::Failure,
-            }),
-            (None, Some((f, n)), Some(fail)) => Some(Advisory {
-                text: messages::struggle_advisory(&f.preview.shown(), n, fail),
-                fingerprint: f.preview.to_string(),
-                count: n,
-                stage: Stage::Struggle,
-            }),
+            (Some((f, n)), _, Some(fail)) => {
+                let fp = f.preview.to_string();
+                Some(Advisory {
+                    text: messages::failure_advisory(&fp, n, fail),
+                    fingerprint: fp,
+                    count: n,
+                    stage: Stage::Failure,
+                })
+            }
+            (None, Some((f, n)), Some(fail)) => {
+                let fp = f.preview.to_string();
+                Some(Advisory {
+                    text: messages::struggle_advisory(&fp, n, fail),
+                    fingerprint: fp,
+                    count: n,
+                    stage: Stage::Struggle,
+                })
+            }
             _ => None,
         };
         PostReport {
@@ -1207,16 +1214,17 @@ impl Breaker {
             }
         }
         best.map(|(stage, n, f)| {
+            let fp = f.preview.to_string();
             let (text, stage) = match stage {
                 2 => (
-                    messages::stage2(&f.preview.shown(), n, self.cfg.progress),
+                    messages::stage2(&fp, n, self.cfg.progress),
                     Stage::Summarize,
                 ),
-                _ => (messages::stage1(&f.preview.shown(), n), Stage::Warn),
+                _ => (messages::stage1(&fp, n), Stage::Warn),
             };
             Advisory {
                 text,
-                fingerprint: f.preview.to_string(),
+                fingerprint: fp,
                 count: n,
                 stage,
             }
