@@ -3,18 +3,17 @@
 //! proxy never panics or stops, and every request with an id gets exactly one answer
 //! (loopbrake's refusal or the server's result).
 
+mod support;
+
 use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
-use loopbrake_mcp::{run, Options};
-use loopbrake_store::MemoryStore;
 use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 /// A client line, and the id of the answer it must get (if it is a request).
 #[derive(Debug, Clone)]
@@ -73,23 +72,16 @@ fn render(line: &Line, id: u64) -> Vec<u8> {
 }
 
 async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
-    let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
-    let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
-    let (server_side, proxy_server_side) = tokio::io::duplex(1 << 20);
-    let (server_in, server_out) = tokio::io::split(proxy_server_side);
-    let opts = Options {
-        engine: Engine::new(Config::from_toml_str("[streak]\nmax_repeats = 2", &no_env).unwrap()),
-        store: Arc::new(MemoryStore::new()),
-        default_session: "fuzz".into(),
-        ask_timeout: Duration::from_millis(200),
-        fail_closed: false,
-        http_session: None,
-        fetch: None,
-        reload: None,
-        observer: None,
-        events: None,
-    };
-    let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
+    let support::Wired {
+        proxy,
+        mut client_w,
+        at_client: mut answers,
+        server_w: mut w,
+        at_server: mut lines_in,
+    } = support::wire(support::options(
+        Engine::new(Config::from_toml_str("[streak]\nmax_repeats = 2", &no_env).unwrap()),
+        "fuzz",
+    ));
     // The server: answers every JSON-RPC request (however deep its params), ignores
     // anything else.
     #[derive(serde::Deserialize)]
@@ -100,9 +92,7 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
         params: Option<serde::de::IgnoredAny>,
     }
     let server = tokio::spawn(async move {
-        let (r, mut w) = tokio::io::split(server_side);
-        let mut lines = BufReader::new(r).lines();
-        while let Ok(Some(l)) = lines.next_line().await {
+        while let Ok(Some(l)) = lines_in.next_line().await {
             if !l.trim_start().starts_with('{') {
                 continue;
             }
@@ -117,7 +107,6 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
             }
         }
     });
-    let (client_r, mut client_w) = tokio::io::split(client_side);
     let mut expected = BTreeSet::new();
     for (i, line) in lines.iter().enumerate() {
         let id = 1000 + i as u64;
@@ -127,7 +116,6 @@ async fn exercise(lines: Vec<Line>) -> Result<(), TestCaseError> {
         client_w.write_all(&render(line, id)).await.unwrap();
         client_w.write_all(b"\n").await.unwrap();
     }
-    let mut answers = BufReader::new(client_r).lines();
     let mut got = BTreeSet::new();
     while got.len() < expected.len() {
         let next = tokio::time::timeout(Duration::from_secs(5), answers.next_line()).await;

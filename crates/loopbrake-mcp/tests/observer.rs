@@ -2,15 +2,16 @@
 //! client sent in `_meta`, and tells it when the failure policy answered a call it could
 //! not judge.
 
+mod support;
+
 use loopbrake_core::config::Config;
 use loopbrake_core::Engine;
-use loopbrake_mcp::{run, Options};
+use loopbrake_mcp::Options;
 use loopbrake_session::{Observed, ObservedKind, Observer};
-use loopbrake_store::MemoryStore;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 #[derive(Default)]
 struct Seen(Mutex<Vec<String>>);
@@ -43,27 +44,17 @@ fn nested(depth: usize) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_observer_sees_judged_calls_with_their_traceparent_and_unjudged_ones() {
     let seen = Arc::new(Seen::default());
-    let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
-    let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
-    let (server_side, proxy_server_side) = tokio::io::duplex(1 << 20);
-    let (server_in, server_out) = tokio::io::split(proxy_server_side);
-    let opts = Options {
-        engine: Engine::new(Config::default()),
-        store: Arc::new(MemoryStore::new()),
-        default_session: "observed".into(),
-        ask_timeout: Duration::from_millis(200),
+    let support::Wired {
+        proxy,
+        mut client_w,
+        mut at_client,
+        mut server_w,
+        mut at_server,
+    } = support::wire(Options {
         fail_closed: true,
-        http_session: None,
-        fetch: None,
-        reload: None,
         observer: Some(seen.clone()),
-        events: None,
-    };
-    let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
-    let (client_r, mut client_w) = tokio::io::split(client_side);
-    let (server_r, mut server_w) = tokio::io::split(server_side);
-    let mut at_client = BufReader::new(client_r).lines();
-    let mut at_server = BufReader::new(server_r).lines();
+        ..support::options(Engine::new(Config::default()), "observed")
+    });
     let within = Duration::from_secs(5);
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     // One judged call that runs: the server answers it.

@@ -4,16 +4,15 @@
 //! (keys out of order, spaces, `1.50`, escapes a parser would undo), go through the proxy
 //! in process; what comes out must be exactly what went in.
 
+mod support;
+
 use loopbrake_core::config::Config;
 use loopbrake_core::Engine;
-use loopbrake_mcp::{run, Options};
-use loopbrake_store::MemoryStore;
 use loopbrake_testkit::arb_json;
 use proptest::prelude::*;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
 /// JSON text of `v` no serializer writes: spaces around every token of the pretty form,
 /// on one line (a JSON string cannot hold a raw newline, so the newlines are all layout).
@@ -76,27 +75,16 @@ fn arb_msg() -> impl Strategy<Value = Msg> {
 }
 
 async fn exercise(msgs: Vec<Msg>) -> Result<(), TestCaseError> {
-    let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
-    let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
-    let (server_side, proxy_server_side) = tokio::io::duplex(1 << 20);
-    let (server_in, server_out) = tokio::io::split(proxy_server_side);
-    let opts = Options {
-        engine: Engine::new(Config::default()),
-        store: Arc::new(MemoryStore::new()),
-        default_session: "passthrough".into(),
-        ask_timeout: Duration::from_millis(200),
-        fail_closed: false,
-        http_session: None,
-        fetch: None,
-        reload: None,
-        observer: None,
-        events: None,
-    };
-    let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
-    let (client_r, mut client_w) = tokio::io::split(client_side);
-    let (server_r, mut server_w) = tokio::io::split(server_side);
-    let mut at_client = BufReader::new(client_r).lines();
-    let mut at_server = BufReader::new(server_r).lines();
+    let support::Wired {
+        proxy,
+        mut client_w,
+        mut at_client,
+        mut server_w,
+        mut at_server,
+    } = support::wire(support::options(
+        Engine::new(Config::default()),
+        "passthrough",
+    ));
     let within = Duration::from_secs(5);
     // One message at a time: what one side writes, the other must read unchanged.
     async fn pass(

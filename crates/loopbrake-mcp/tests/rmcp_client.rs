@@ -2,16 +2,16 @@
 //! the proxy runs in this test's runtime over in-memory pipes, and its server is a real
 //! `server-everything` child process (from `target/e2e-npm`, installed by `scripts/test`).
 
+mod support;
+
 use loopbrake_config::ConfigToml;
 use loopbrake_core::config::{no_env, Config};
 use loopbrake_core::Engine;
 use loopbrake_mcp::{run, Options};
-use loopbrake_store::MemoryStore;
 use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn server_everything() -> PathBuf {
@@ -41,22 +41,17 @@ async fn the_rust_sdk_client_sees_pass_through_advice_and_refusal() {
     let (client_side, proxy_side) = tokio::io::duplex(1 << 20);
     let (proxy_in, proxy_out) = tokio::io::split(proxy_side);
     let opts = Options {
-        engine: Engine::new(
-            Config::from_toml_str(
-                "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"",
-                &no_env,
-            )
-            .unwrap(),
-        ),
-        store: Arc::new(MemoryStore::new()),
-        default_session: "rmcp-test".into(),
         ask_timeout: Duration::from_secs(5),
-        fail_closed: false,
-        http_session: None,
-        fetch: None,
-        reload: None,
-        observer: None,
-        events: None,
+        ..support::options(
+            Engine::new(
+                Config::from_toml_str(
+                    "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"",
+                    &no_env,
+                )
+                .unwrap(),
+            ),
+            "rmcp-test",
+        )
     };
     let proxy = tokio::spawn(run(opts, proxy_in, proxy_out, server_in, server_out));
 
