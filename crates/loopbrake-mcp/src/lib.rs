@@ -34,6 +34,7 @@ pub mod events;
 pub mod http;
 pub mod listen;
 pub mod messages;
+pub mod outbox;
 pub mod stdio;
 
 use loopbrake_core::{Call, Decision, Engine, Outcome, Verdict};
@@ -46,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// `_meta` keys that name a conversation, in order of preference (docs/decisions.md, "Hosts").
 pub const SESSION_META_KEYS: &[&str] = &[
@@ -165,8 +166,8 @@ enum Waiting {
 
 struct Shared {
     opts: Options,
-    to_client: mpsc::UnboundedSender<String>,
-    to_server: mpsc::UnboundedSender<String>,
+    to_client: outbox::Sender,
+    to_server: outbox::Sender,
     inflight: Mutex<HashMap<String, Pending>>,
     elicit_waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     client_elicits: AtomicBool,
@@ -280,7 +281,7 @@ impl Shared {
     }
 
     fn send_client(&self, v: &Value) {
-        let _ = self.to_client.send(v.to_string());
+        self.to_client.send(v.to_string());
     }
 
     fn session_for(&self, params: &Value) -> String {
@@ -340,7 +341,8 @@ impl Shared {
         f: impl FnOnce(&Sessions<'_, dyn Store>) -> R,
     ) -> R {
         // A store that may block (SQLite, Redis) runs in block_in_place, so it does not stall
-        // other tasks; the memory store answers in microseconds and runs inline.
+        // other tasks; the memory store answers in microseconds and runs inline, as does
+        // any store on a current-thread runtime (which has no worker to hand its tasks to).
         let engine = self
             .engine
             .read()
@@ -350,7 +352,9 @@ impl Shared {
             .with_fail_closed(self.opts.fail_closed)
             .with_observer(self.opts.observer.as_deref())
             .with_traceparent(traceparent);
-        if self.opts.store.may_block() {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if self.opts.store.may_block() && multi_thread {
             tokio::task::block_in_place(|| f(&sessions))
         } else {
             f(&sessions)
@@ -459,14 +463,14 @@ impl Shared {
                 };
                 self.inflight()
                     .insert(id_key(&id), Pending::Forwarded { method });
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             Some(ClientHead {
                 method: Some(method),
                 id: None,
                 ..
             }) if method != "notifications/cancelled" => {
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             Some(ClientHead {
                 method: None,
@@ -479,14 +483,14 @@ impl Shared {
                 .is_empty() =>
             {
                 // A response to a server-initiated request (no elicitation of ours waits).
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             Some(ClientHead {
                 method: None,
                 id: None,
                 ..
             }) => {
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             // The rest (initialize, a cancellation, a response while an elicitation waits,
             // and what the shallow read refused) is parsed whole.
@@ -506,7 +510,7 @@ impl Shared {
                     return;
                 }
                 // Not ours to judge: the server answers malformed input itself.
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
                 return;
             }
         };
@@ -534,7 +538,7 @@ impl Shared {
                 };
                 self.inflight()
                     .insert(id_key(&id), Pending::Forwarded { method });
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             (Some(m), None) => {
                 if m == "notifications/cancelled" {
@@ -545,7 +549,7 @@ impl Shared {
                         }
                     }
                 }
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
             (None, Some(id)) => {
                 // A response: to our own elicitation, or to a server-initiated request.
@@ -559,12 +563,12 @@ impl Shared {
                         let _ = tx.send(msg);
                     }
                     None => {
-                        let _ = self.to_server.send(line);
+                        self.to_server.send(line);
                     }
                 }
             }
             (None, None) => {
-                let _ = self.to_server.send(line);
+                self.to_server.send(line);
             }
         }
     }
@@ -627,7 +631,7 @@ impl Shared {
                     self.inflight().remove(&key);
                     self.send_client(&Self::deny_result(&id, &policy.refusal));
                 } else {
-                    let _ = self.to_server.send(raw);
+                    self.to_server.send(raw);
                 }
                 return None;
             }
@@ -684,7 +688,7 @@ impl Shared {
                 match self.local_fetcher(&call.tool) {
                     Some(fetcher) => Some(Waiting::Fetch { call, fetcher }),
                     None => {
-                        let _ = self.to_server.send(call.raw);
+                        self.to_server.send(call.raw);
                         None
                     }
                 }
@@ -797,7 +801,7 @@ impl Shared {
         }
         let send_raw = |raw: Option<String>, msg: &Value| match raw {
             Some(raw) => {
-                let _ = self.to_client.send(raw);
+                self.to_client.send(raw);
             }
             None => self.send_client(msg),
         };
@@ -938,20 +942,6 @@ async fn read_message<R: AsyncRead + Unpin>(
     Ok(Some(line))
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(
-    mut w: W,
-    mut rx: mpsc::UnboundedReceiver<String>,
-) -> std::io::Result<()> {
-    while let Some(mut line) = rx.recv().await {
-        // One write per message: a line and its newline in two writes cost the reader
-        // (and this process) a second wake-up per message.
-        line.push('\n');
-        w.write_all(line.as_bytes()).await?;
-        w.flush().await?;
-    }
-    Ok(())
-}
-
 /// Runs the proxy between a client (`client_in` / `client_out`) and a server reached by
 /// `server_in` (what the server writes) and `server_out` (what it reads). Returns when
 /// the client closes its side (after the server's last answers) or with an error when the
@@ -969,8 +959,8 @@ where
     SI: AsyncRead + Unpin + Send + 'static,
     SO: AsyncWrite + Unpin + Send + 'static,
 {
-    let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
-    let (to_server, server_rx) = mpsc::unbounded_channel::<String>();
+    let (to_client, client_drain) = outbox::outbox(client_out);
+    let (to_server, server_drain) = outbox::outbox(server_out);
     let mut opts = opts;
     let engine = std::sync::RwLock::new(Arc::new(std::mem::take(&mut opts.engine)));
     let reload = Mutex::new(opts.reload.take());
@@ -986,8 +976,8 @@ where
         next_elicit: AtomicU64::new(1),
         server_fetches: AtomicBool::new(false),
     });
-    let client_writer = tokio::spawn(write_lines(client_out, client_rx));
-    let server_writer = tokio::spawn(write_lines(server_out, server_rx));
+    let client_writer = tokio::spawn(client_drain.run());
+    let server_writer = tokio::spawn(server_drain.run());
 
     // Client → server.
     let from_client = {
@@ -1049,7 +1039,7 @@ where
                     }
                 };
                 let Some(key) = key else {
-                    let _ = shared.to_client.send(line);
+                    shared.to_client.send(line);
                     continue;
                 };
                 // Only the answers the proxy reads or edits are parsed whole (before the
@@ -1070,7 +1060,7 @@ where
                 }
                 let pending = shared.inflight().remove(&key);
                 let Some(mut msg) = parsed.filter(|_| edits) else {
-                    let _ = shared.to_client.send(line);
+                    shared.to_client.send(line);
                     continue;
                 };
                 match pending {
@@ -1090,7 +1080,7 @@ where
                         shared.send_client(&msg);
                     }
                     _ => {
-                        let _ = shared.to_client.send(line);
+                        shared.to_client.send(line);
                     }
                 }
             }

@@ -185,13 +185,20 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         observer: traces.observer(telemetry.observer()),
         events: Some(telemetry.clone() as Arc<dyn ProxyEvents>),
     };
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if listen.is_none() {
-        // One client on stdio: one worker keeps a call's hops on one thread (its stdin and
-        // stdout are waited on in the reactor too, see loopbrake_mcp::stdio); a store that
-        // blocks still runs beside it, in block_in_place.
-        rt.worker_threads(1);
-    }
+    // One client on stdio: its stdin and stdout are waited on in the reactor too (see
+    // loopbrake_mcp::stdio), so with the memory store a message is read, judged and
+    // written on this one thread, a current-thread runtime (no worker to wake). A store
+    // that may block (SQLite, Redis) keeps one worker, so it runs beside the relay in
+    // block_in_place; the HTTP listener serves its sessions on every core.
+    let mut rt = match (listen.is_none(), opts.store.may_block()) {
+        (true, false) => tokio::runtime::Builder::new_current_thread(),
+        (true, true) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(1);
+            b
+        }
+        (false, _) => tokio::runtime::Builder::new_multi_thread(),
+    };
     let rt = rt.enable_all().build()?;
     let outcome = rt.block_on(async move {
         // The metrics endpoint, bound before anything else starts.
