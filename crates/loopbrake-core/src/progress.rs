@@ -131,8 +131,43 @@ const TEMP_PREFIXES: &[&str] = &[
     "/private/var/folders/",
 ];
 
+/// Byte classes for the normaliser, looked up once per byte.
+const WORD: u8 = 1;
+const DIGIT: u8 = 2;
+const HEX: u8 = 4;
+const ALPHA: u8 = 8;
+/// A byte that starts its own case (`ESC`, `\r`, `\n`, `/`).
+const SPECIAL: u8 = 16;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let mut k = 0;
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            k |= WORD;
+        }
+        if b.is_ascii_digit() {
+            k |= DIGIT;
+        }
+        if b.is_ascii_hexdigit() {
+            k |= HEX;
+        }
+        if b.is_ascii_alphabetic() {
+            k |= ALPHA;
+        }
+        if matches!(b, 0x1b | b'\r' | b'\n' | b'/') {
+            k |= SPECIAL;
+        }
+        t[i] = k;
+        i += 1;
+    }
+    t
+};
+
 fn is_word(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    CLASS[b as usize] & WORD != 0
 }
 
 fn digits_at(b: &[u8], i: usize) -> usize {
@@ -250,15 +285,30 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
                     }
                 }
                 if word_start {
-                    let n = b[i..].iter().take_while(|c| is_word(**c)).count();
+                    // The whole word in one pass: its length and what its bytes are.
+                    let (mut n, mut all) = (0, HEX);
+                    let mut any = 0;
+                    for &x in &b[i..] {
+                        let k = CLASS[x as usize];
+                        if k & WORD == 0 {
+                            break;
+                        }
+                        n += 1;
+                        all &= k;
+                        any |= k;
+                    }
                     let w = &b[i..i + n];
-                    let hexish = n >= 8
-                        && w.iter().all(u8::is_ascii_hexdigit)
-                        && w.iter().any(u8::is_ascii_digit)
-                        && w.iter().any(u8::is_ascii_alphabetic);
-                    let temp = n >= 8 && w.starts_with(b"tmp") && w.iter().any(u8::is_ascii_digit);
+                    let digit = any & DIGIT != 0;
+                    let hexish = n >= 8 && all & HEX != 0 && digit && any & ALPHA != 0;
+                    let temp = n >= 8 && w.starts_with(b"tmp") && digit;
                     if hexish || temp {
                         out.push(b'#');
+                        i += n;
+                        continue;
+                    }
+                    if !digit {
+                        // No number in it: the word as it is, in one copy.
+                        out.extend_from_slice(w);
                         i += n;
                         continue;
                     }
@@ -280,7 +330,7 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
                 // characters) is copied as it is, in one copy.
                 let n = b[i..]
                     .iter()
-                    .take_while(|c| !is_word(**c) && !matches!(**c, 0x1b | b'\r' | b'\n' | b'/'))
+                    .take_while(|c| CLASS[**c as usize] & (WORD | SPECIAL) == 0)
                     .count();
                 out.extend_from_slice(&b[i..i + n]);
                 i += n;
@@ -410,3 +460,4 @@ mod tests {
         assert_eq!(digest(&aborted), None);
     }
 }
+
