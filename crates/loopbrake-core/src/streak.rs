@@ -223,6 +223,22 @@ pub struct StreakState {
     same: u32,
 }
 
+/// A digest as lowercase hex, on the stack: compared with the stored hash without an
+/// allocation, copied only when a new streak starts.
+struct Hex([u8; 64]);
+
+impl Hex {
+    fn of(digest: &[u8; 32]) -> Hex {
+        let mut buf = [0u8; 64];
+        hex::encode_to_slice(digest, &mut buf).expect("64 bytes hold 32 in hex");
+        Hex(buf)
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex is ASCII")
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -232,7 +248,7 @@ impl StreakState {
     /// with this digest and an outcome was reported.
     pub fn outcome_of(&self, digest: &[u8; 32]) -> Option<OutputDigest> {
         match &self.hash {
-            Some(h) if *h == hex::encode(digest) => self.outcome,
+            Some(h) if *h == Hex::of(digest).as_str() => self.outcome,
             _ => None,
         }
     }
@@ -242,7 +258,7 @@ impl StreakState {
     /// this digest; `(0, 0)` otherwise.
     pub fn run_of(&self, digest: &[u8; 32]) -> (u32, u32) {
         match &self.hash {
-            Some(h) if *h == hex::encode(digest) => (self.count, self.same),
+            Some(h) if *h == Hex::of(digest).as_str() => (self.count, self.same),
             _ => (0, 0),
         }
     }
@@ -399,18 +415,19 @@ impl StreakBrake {
         if !self.config.enabled {
             return StreakVerdict::Allow { count: 0 };
         }
-        let hash = hex::encode(digest);
+        let hex = Hex::of(digest);
+        let hash = hex.as_str();
         if let Some(id) = call_id {
             if let Some(seen) = state.seen.iter().find(|s| s.id == id) {
                 let (refused, count, by_limit) = (seen.refused, seen.count, seen.by_limit);
-                return self.verdict(state, refused, count, by_limit, tool, &hash, session);
+                return self.verdict(state, refused, count, by_limit, tool, hash, session);
             }
         }
-        if state.hash.as_deref() == Some(hash.as_str()) {
+        if state.hash.as_deref() == Some(hash) {
             state.count = state.count.saturating_add(1);
             state.run = state.run.saturating_add(1);
         } else {
-            state.hash = Some(hash.clone());
+            state.hash = Some(hash.to_string());
             state.count = 1;
             state.run = 1;
             state.outcome = None;
@@ -433,7 +450,7 @@ impl StreakBrake {
                 by_limit,
             });
         }
-        self.verdict(state, refused, count, by_limit, tool, &hash, session)
+        self.verdict(state, refused, count, by_limit, tool, hash, session)
     }
 
     /// The outcome of a call this brake counted (progress signal). When it is the latest
