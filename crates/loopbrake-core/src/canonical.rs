@@ -91,6 +91,18 @@ pub fn call_digest(tool: &str, args: &Value) -> Result<[u8; 32], CanonicalError>
     Ok(sink.finish())
 }
 
+/// The call digest from arguments already written canonically: `sha256(tool + "\n" +
+/// canonical)`. Equals [`call_digest`] when `canonical` is `canonical_json(args)`; for
+/// a caller that needs the text anyway (the breaker's `exact:` fingerprint carries it),
+/// so the arguments are written once.
+pub fn digest_of_canonical(tool: &str, canonical: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(tool.as_bytes());
+    h.update(b"\n");
+    h.update(canonical.as_bytes());
+    h.finalize().into()
+}
+
 /// The digest of a call with decoy keys left out of its arguments (as in
 /// [`canonical_args_without`]): `sha256(tool + "\n" + canonical_args_without(args, skip))`.
 /// With nothing skipped and object arguments it equals [`call_digest`].

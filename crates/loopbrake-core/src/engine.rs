@@ -473,8 +473,14 @@ impl Engine {
     /// # Ok::<(), loopbrake_core::EngineError>(())
     /// ```
     pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
-        // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash.
-        let full = crate::canonical::call_digest(call.tool, call.args)?;
+        // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash. Object
+        // arguments with no decoy key the breaker leaves out are written canonically once,
+        // for this digest and for the breaker's `exact:` fingerprint (the same text).
+        let exact = self.shared_canonical(call)?;
+        let full = match &exact {
+            Some(text) => crate::canonical::digest_of_canonical(call.tool, text),
+            None => crate::canonical::call_digest(call.tool, call.args)?,
+        };
         let digest = u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1);
         // The same id while its call is open: the same call seen through another seam
         // (judged again, counted once), or a different call reusing an id (an error).
@@ -533,9 +539,13 @@ impl Engine {
             StreakVerdict::Allow { .. } => {}
         }
         let seen = st.status(call.id).is_some();
-        let v = self
-            .breaker
-            .pre(&mut st.breaker, call.id, call.tool, call.args)?;
+        let v = self.breaker.pre_with(
+            &mut st.breaker,
+            call.id,
+            call.tool,
+            call.args,
+            exact.as_deref(),
+        )?;
         let status = self.apply(&mut d, v);
         if !seen {
             st.count_stop(d.verdict);
@@ -547,6 +557,23 @@ impl Engine {
         }
         st.note(&d, call.tool, || self.exact_preview(call));
         Ok(d)
+    }
+
+    /// The canonical text of a call's arguments when both the call digest and the
+    /// breaker's `exact:` fingerprint are made of it: object arguments of a tool the
+    /// breaker judges, with none of the keys it leaves out.
+    fn shared_canonical(&self, call: &Call<'_>) -> Result<Option<String>, EngineError> {
+        let Value::Object(map) = call.args else {
+            return Ok(None);
+        };
+        if !self.breaker.judges(call.tool) {
+            return Ok(None);
+        }
+        let ignored = self.breaker.config().ignored_keys(call.tool);
+        if map.keys().any(|k| ignored(k)) {
+            return Ok(None);
+        }
+        Ok(Some(crate::canonical::canonical_json(call.args)?))
     }
 
     /// What the call's `exact:` identity returned the last time it ran, when the breaker's

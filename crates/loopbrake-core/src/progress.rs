@@ -460,4 +460,3 @@ mod tests {
         assert_eq!(digest(&aborted), None);
     }
 }
-

@@ -5,7 +5,9 @@ use loopbrake_core::breaker::failure::{classify, classify_text};
 use loopbrake_core::breaker::shell::{extract_sink, first_verb, strip_volatile_flags, tokenize};
 use loopbrake_core::breaker::url::{extract_urls, norm_url};
 use loopbrake_core::breaker::{fingerprints, BreakerConfig};
-use loopbrake_core::canonical::{call_hash, canonical_json};
+use loopbrake_core::canonical::{
+    call_digest, call_hash, canonical_args_without, canonical_json, digest_of_canonical,
+};
 use loopbrake_core::streak::{StreakBrake, StreakConfig, StreakState, StreakVerdict};
 use loopbrake_core::{Call, Config, Engine, Outcome, SessionState, Verdict};
 use proptest::prelude::*;
@@ -63,6 +65,19 @@ proptest! {
         }
         let b: Value = serde_json::from_str(&object_text(&list)).unwrap();
         prop_assert_eq!(call_hash("t", &a).unwrap(), call_hash("t", &b).unwrap());
+    }
+
+    /// The engine writes object arguments once and derives both the call digest and the
+    /// `exact:` fingerprint's text from that writing: it must be what each computes alone.
+    #[test]
+    fn object_arguments_written_once_give_the_same_digest_and_exact_text(
+        members in prop::collection::btree_map(".{0,8}", arb_json(), 0..8),
+        tool in "[a-zA-Z_]{1,12}",
+    ) {
+        let args = Value::Object(members.into_iter().collect());
+        let text = canonical_json(&args).unwrap();
+        prop_assert_eq!(digest_of_canonical(&tool, &text), call_digest(&tool, &args).unwrap());
+        prop_assert_eq!(canonical_args_without(&args, |_| false).unwrap(), text);
     }
 
     #[test]

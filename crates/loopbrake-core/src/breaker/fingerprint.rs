@@ -176,6 +176,17 @@ pub fn fingerprints(
     tool: &str,
     args: &Value,
 ) -> Result<FingerprintSet, CanonicalError> {
+    fingerprints_with(cfg, tool, args, None)
+}
+
+/// [`fingerprints`], given the canonical text of the arguments without their decoy keys
+/// when the caller has written it already (`canonical_args_without(args, ignored)`).
+pub(crate) fn fingerprints_with(
+    cfg: &BreakerConfig,
+    tool: &str,
+    args: &Value,
+    exact: Option<&str>,
+) -> Result<FingerprintSet, CanonicalError> {
     let mut set = FingerprintSet {
         class: "other",
         ..FingerprintSet::default()
@@ -184,7 +195,14 @@ pub fn fingerprints(
     if let Value::Object(map) = args {
         set.stripped = map.keys().filter(|k| ignored(k)).cloned().collect();
     }
-    let exact = canonical_args_without(args, &ignored)?;
+    let written;
+    let exact = match exact {
+        Some(text) => text,
+        None => {
+            written = canonical_args_without(args, &ignored)?;
+            &written
+        }
+    };
     set.push(cfg, format!("exact:{tool}:{exact}"));
 
     if cfg.tools().is_shell(tool) {

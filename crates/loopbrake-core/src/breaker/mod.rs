@@ -545,10 +545,23 @@ impl Breaker {
         tool: &str,
         args: &Value,
     ) -> Result<BreakerVerdict, CanonicalError> {
+        self.pre_with(st, call_id, tool, args, None)
+    }
+
+    /// [`Breaker::pre`], given the canonical text of the arguments without their decoy
+    /// keys when the engine has written it already (see [`fingerprint::fingerprints`]).
+    pub(crate) fn pre_with(
+        &self,
+        st: &mut BreakerState,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        exact: Option<&str>,
+    ) -> Result<BreakerVerdict, CanonicalError> {
         if !self.judges(tool) {
             return Ok(BreakerVerdict::Proceed { advisory: None });
         }
-        let set = fingerprints(&self.cfg, tool, args)?;
+        let set = fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?;
         let shell = set.class == "shell";
         let mutating = self.cfg.progress && self.cfg.tools.is_mutating(tool, args);
         let mut fps: Vec<FpMeta> = set
