@@ -55,12 +55,22 @@ enum Work {
 /// the router has written since its last batch, to be freed where they were made. Memory
 /// freed by a thread other than the one that took it makes the allocator lock that
 /// thread's arena, once per allocation: in `perf` of a sharded replay, futex wake-ups and
-/// `_int_free` came before any of loopbrake's own functions. A batch crosses once.
+/// `_int_free` came before any of loopbrake's own functions. A batch crosses once each
+/// way: the shard sends it back emptied with its answers (in `answers`), and the router
+/// fills it again, so its buffers are neither freed nor grown again line after line.
 struct Batch {
     bytes: Vec<u8>,
     work: Vec<Work>,
     spent: Vec<Handled>,
+    /// Going to the shard: an empty buffer for its answers. Coming back: the answers.
+    answers: Vec<Handled>,
 }
+
+/// A batch buffer larger than this is not kept for the next batch (one long line must
+/// not keep its memory for the rest of the replay).
+const KEEP_BATCH_BYTES: usize = 256 << 10;
+/// Emptied batches kept per shard, at most.
+const KEEP_BATCHES: usize = 4;
 
 impl Batch {
     fn with_capacity(n: usize) -> Batch {
@@ -68,6 +78,7 @@ impl Batch {
             bytes: Vec::new(),
             work: Vec::with_capacity(n),
             spent: Vec::new(),
+            answers: Vec::new(),
         }
     }
 
@@ -187,7 +198,10 @@ fn shard_of(session: &str, shards: usize) -> usize {
 
 struct Router<'a> {
     work: Vec<SyncSender<Batch>>,
-    out: Vec<Receiver<Vec<Handled>>>,
+    /// Per shard: batches coming back with their answers.
+    out: Vec<Receiver<Batch>>,
+    /// Per shard: batches back and emptied, to be filled again.
+    free: Vec<Vec<Batch>>,
     /// Per shard: lines routed but not yet handed over, and answers received but not yet
     /// written.
     pending: Vec<Batch>,
@@ -251,9 +265,22 @@ impl Router<'_> {
         if self.pending[shard].work.is_empty() {
             return Ok(());
         }
-        let mut batch = std::mem::replace(&mut self.pending[shard], Batch::with_capacity(BATCH));
-        batch.spent = std::mem::take(&mut self.spent[shard]);
+        let next = self.free[shard]
+            .pop()
+            .unwrap_or_else(|| Batch::with_capacity(BATCH));
+        let mut batch = std::mem::replace(&mut self.pending[shard], next);
+        // The batch's own (empty) list of spent answers becomes the router's next one.
+        std::mem::swap(&mut batch.spent, &mut self.spent[shard]);
         self.work[shard].send(batch).map_err(|_| gone())
+    }
+
+    /// A batch back from a shard: its answers join the shard's ready ones, and it is kept
+    /// to be filled again.
+    fn returned(&mut self, shard: usize, mut batch: Batch) {
+        self.ready[shard].extend(batch.answers.drain(..));
+        if self.free[shard].len() < KEEP_BATCHES {
+            self.free[shard].push(batch);
+        }
     }
 
     /// Writes the answers that are next in order and already there.
@@ -261,7 +288,7 @@ impl Router<'_> {
         while let Some(&(shard, size)) = self.order.front() {
             if self.ready[shard].is_empty() {
                 match self.out[shard].try_recv() {
-                    Ok(batch) => self.ready[shard].extend(batch),
+                    Ok(batch) => self.returned(shard, batch),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return Err(gone()),
                 }
@@ -294,7 +321,7 @@ impl Router<'_> {
             // Its line may still be waiting for a full batch.
             self.hand_over(shard)?;
             let batch = self.out[shard].recv().map_err(|_| gone())?;
-            self.ready[shard].extend(batch);
+            self.returned(shard, batch);
         }
         let h = self.ready[shard].pop_front().ok_or_else(gone)?;
         self.order.pop_front();
@@ -393,15 +420,12 @@ impl Router<'_> {
     }
 }
 
-fn serve_shard(
-    mut p: Processor,
-    work: Receiver<Batch>,
-    out: mpsc::Sender<Vec<Handled>>,
-) -> Processor {
-    for batch in work {
-        drop(batch.spent);
-        let mut answers = Vec::with_capacity(batch.work.len());
-        for w in batch.work {
+fn serve_shard(mut p: Processor, work: Receiver<Batch>, out: mpsc::Sender<Batch>) -> Processor {
+    for mut batch in work {
+        batch.spent.clear();
+        let answers = &mut batch.answers;
+        answers.clear();
+        for w in batch.work.drain(..) {
             answers.push(match w {
                 Work::Span(no, span) => p.handle_line(&batch.bytes[span], no),
                 Work::Event(no, v) => p.handle_owned(v, no),
@@ -417,7 +441,15 @@ fn serve_shard(
                 }
             });
         }
-        if !answers.is_empty() && out.send(answers).is_err() {
+        if batch.answers.is_empty() {
+            // A question's batch (see `Router::ask`): nothing goes back.
+            continue;
+        }
+        batch.bytes.clear();
+        if batch.bytes.capacity() > KEEP_BATCH_BYTES {
+            batch.bytes = Vec::new();
+        }
+        if out.send(batch).is_err() {
             break;
         }
     }
@@ -456,6 +488,7 @@ pub fn run_sharded(
         let mut router = Router {
             work,
             out,
+            free: (0..n).map(|_| Vec::new()).collect(),
             pending: (0..n).map(|_| Batch::with_capacity(BATCH)).collect(),
             ready: (0..n).map(|_| VecDeque::new()).collect(),
             spent: (0..n).map(|_| Vec::new()).collect(),
