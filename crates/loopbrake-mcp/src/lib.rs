@@ -577,7 +577,7 @@ impl Shared {
     /// it: forwarded, refused, or answered with an error. An ask (the client elicits) and
     /// the proxy's own fetch tool continue in [`Shared::continue_call`]. Runs on the
     /// reading task itself: no task hand-off on the path of an ordinary call.
-    fn judge_call(self: &Arc<Self>, id: Value, params: Value, raw: String) -> Option<Waiting> {
+    fn judge_call(self: &Arc<Self>, id: Value, mut params: Value, raw: String) -> Option<Waiting> {
         self.reload();
         let key = id_key(&id);
         let session = self.session_for(&params);
@@ -587,9 +587,10 @@ impl Shared {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        // Taken, not copied: the rest of `params` is read only for `_meta`.
         let args = params
-            .get("arguments")
-            .cloned()
+            .get_mut("arguments")
+            .map(Value::take)
             .unwrap_or_else(|| json!({}));
         // Registered before judging, so a response or a cancellation can never miss it.
         self.inflight().insert(
