@@ -491,11 +491,10 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
     pub fn end(&self, session: &str) -> Result<Vec<Settled>, SessionError> {
         let started = self.started();
         let result = self.each_key(with_sub_agents(self.store, session), |k| {
-            let settled = match self.store.get(k)? {
+            let settled = match self.store.take(k)? {
                 Some(mut st) => self.engine.end(&mut st),
                 None => Vec::new(),
             };
-            self.store.remove(k)?;
             if self.count && !settled.is_empty() {
                 // A removal carries no tally: the asks it settles are counted on their own.
                 let mut t = Tally::new();

@@ -119,6 +119,15 @@ pub trait Store: Send + Sync {
     /// Forgets a session; `true` if it existed.
     fn remove(&self, session: &str) -> Result<bool, StoreError>;
 
+    /// Forgets a session and hands back its state, if stored (ending a session reads it a
+    /// last time). The default reads it, then removes it; a store holding states in memory
+    /// hands its own over instead of a copy.
+    fn take(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        let state = self.get(session)?;
+        self.remove(session)?;
+        Ok(state)
+    }
+
     /// Every stored session.
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
 

@@ -141,6 +141,10 @@ impl Store for MemoryStore {
         Ok(self.inner().sessions.remove(session).is_some())
     }
 
+    fn take(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        Ok(self.inner().sessions.remove(session).map(|(s, _)| s))
+    }
+
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let mut out: Vec<SessionInfo> = self
             .inner()
@@ -181,6 +185,27 @@ mod tests {
     use crate::update;
     use loopbrake_core::{Call, Config, Engine, Verdict};
     use serde_json::json;
+
+    #[test]
+    fn take_hands_back_the_state_and_forgets_the_session() {
+        let store = MemoryStore::new();
+        let engine = Engine::new(Config::default());
+        let args = json!({"q": "x"});
+        let call = Call {
+            session: "a",
+            id: "1",
+            tool: "t",
+            args: &args,
+        };
+        update(&store, "a", |st| engine.pre(st, &call))
+            .unwrap()
+            .unwrap();
+        let kept = store.get("a").unwrap().expect("stored");
+        assert_eq!(store.take("a").unwrap(), Some(kept));
+        assert_eq!(store.get("a").unwrap(), None);
+        assert_eq!(store.take("a").unwrap(), None);
+        assert!(!store.remove("a").unwrap());
+    }
 
     #[test]
     fn updates_are_kept_per_session() {

@@ -396,6 +396,10 @@ impl<S: Store + ?Sized> Store for Timed<S> {
             .store_call("remove", || self.inner.remove(session))
     }
 
+    fn take(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        self.metrics.store_call("take", || self.inner.take(session))
+    }
+
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
         self.metrics.store_call("list", || self.inner.list())
     }
