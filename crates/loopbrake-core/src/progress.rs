@@ -19,6 +19,7 @@
 use crate::breaker::Outcome;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+use std::io::Write as _;
 
 /// Output text beyond this many bytes does not enter the digest (bounds the work a hook
 /// does on a huge tool output; a loop's outputs already differ or agree by then).
@@ -89,8 +90,17 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
     if o.text.is_none() && !o.has_fields() {
         return None;
     }
-    let mut h = Sha256::new();
-    let fields = format!(
+    // The fields line, then the normalised text, in one buffer hashed once.
+    let text = o.text.as_deref().map(|text| {
+        let mut end = text.len().min(MAX_DIGEST_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..end]
+    });
+    let mut buf = Vec::with_capacity(64 + text.map_or(0, str::len));
+    write!(
+        buf,
         "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}\n",
         o.is_error.unwrap_or(false),
         o.exit_code.unwrap_or(0),
@@ -100,17 +110,13 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
         o.sandbox_denied.unwrap_or(false),
         o.background.unwrap_or(false),
         o.error_code
-    );
-    h.update(fields.as_bytes());
-    if let Some(text) = &o.text {
-        let mut end = text.len().min(MAX_DIGEST_BYTES);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut buf = Vec::with_capacity(end);
-        normalise_into(&text[..end], &mut buf);
-        h.update(&buf);
+    )
+    .expect("writing to a Vec cannot fail");
+    if let Some(text) = text {
+        normalise_into(text, &mut buf);
     }
+    let mut h = Sha256::new();
+    h.update(&buf);
     let d = h.finalize();
     Some(OutputDigest(u64::from_be_bytes(
         d[..8].try_into().expect("8 bytes"),
@@ -212,15 +218,18 @@ pub fn normalise(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Drops trailing blanks of the line `out` ends with.
-fn trim_line_end(out: &mut Vec<u8>) {
-    while matches!(out.last(), Some(b' ' | b'\t' | b'\x0b' | b'\x0c')) {
+/// Drops trailing blanks of the line `out` ends with, never below `floor` (what was in the
+/// buffer before the text).
+fn trim_line_end(out: &mut Vec<u8>, floor: usize) {
+    while out.len() > floor && matches!(out.last(), Some(b' ' | b'\t' | b'\x0b' | b'\x0c')) {
         out.pop();
     }
 }
 
-/// [`normalise`] into a byte buffer, in one pass (the digest hashes the bytes directly).
+/// [`normalise`] appended to a byte buffer, in one pass (the digest hashes the bytes
+/// directly); what the buffer held before is left as it was.
 fn normalise_into(text: &str, out: &mut Vec<u8>) {
+    let floor = out.len();
     let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -250,7 +259,7 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
             }
             b'\r' | b'\n' => {
                 if c == b'\n' || b.get(i + 1) != Some(&b'\n') {
-                    trim_line_end(out);
+                    trim_line_end(out, floor);
                     out.push(b'\n');
                 }
                 i += 1;
@@ -337,10 +346,10 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
             }
         }
     }
-    trim_line_end(out);
-    while out.last() == Some(&b'\n') {
+    trim_line_end(out, floor);
+    while out.len() > floor && out.last() == Some(&b'\n') {
         out.pop();
-        trim_line_end(out);
+        trim_line_end(out, floor);
     }
 }
 
@@ -384,6 +393,32 @@ fn number(text: &str, i: usize, out: &mut Vec<u8>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The digest is SHA-256 of the fields line and then the normalised text: texts that
+    /// normalise to nothing, or end in blank lines, must not eat into the fields line they
+    /// are written after.
+    #[test]
+    fn the_digest_is_the_fields_line_then_the_normalised_text() {
+        for text in [
+            "",
+            "\n\n",
+            "  \n \t",
+            "a\r\n",
+            "ok  \n\n",
+            "\x1b[0m",
+            "é 12:30\n",
+        ] {
+            let mut o = Outcome::success(text);
+            o.error_code = Some("E1".into());
+            let fields = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}\n",
+                false, 0, o.status_code, false, o.signal, false, false, o.error_code
+            );
+            let d = Sha256::digest(format!("{fields}{}", normalise(text)).as_bytes());
+            let want = OutputDigest(u64::from_be_bytes(d[..8].try_into().unwrap()));
+            assert_eq!(digest(&o), Some(want), "{text:?}");
+        }
+    }
 
     #[test]
     fn loops_compare_equal_after_masking() {
