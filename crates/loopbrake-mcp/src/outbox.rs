@@ -74,7 +74,8 @@ impl Outbox {
     }
 }
 
-/// The producing side of an [`outbox`]; the outbox closes when it is dropped.
+/// The producing side of an [`outbox`]; the outbox closes when it is dropped. Sending from
+/// a thread outside the runtime is allowed: the writer task then writes the message.
 pub struct Sender(Arc<Outbox>);
 
 impl Sender {
@@ -88,7 +89,12 @@ impl Sender {
         let Some(out) = inner.out.as_mut() else {
             return;
         };
-        if !inner.queue.is_empty() || inner.unflushed {
+        // Outside the runtime (no reactor to register a full socket with, no blocking pool
+        // for a terminal's writer) a message only queues.
+        if !inner.queue.is_empty()
+            || inner.unflushed
+            || tokio::runtime::Handle::try_current().is_err()
+        {
             inner.queue.push_back(line);
             drop(g);
             self.0.queued.notify_one();
@@ -373,6 +379,49 @@ mod tests {
             .expect_err("the peer is gone");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
         tx.send("third".to_string());
+    }
+
+    /// A stream that needs the runtime to be written (as a socket registering with the
+    /// reactor, or tokio's blocking-thread stdout, do).
+    struct NeedsRuntime(tokio::io::DuplexStream);
+
+    impl AsyncWrite for NeedsRuntime {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let _ = tokio::runtime::Handle::current();
+            Pin::new(&mut self.0).poll_write(cx, buf)
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.0).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.0).poll_shutdown(cx)
+        }
+    }
+
+    /// A message sent from a thread outside the runtime is written by the writer task.
+    #[tokio::test]
+    async fn a_message_sent_outside_the_runtime_is_written_by_the_writer_task() {
+        let (w, mut r) = tokio::io::duplex(1 << 16);
+        let (tx, drain) = outbox(NeedsRuntime(w));
+        let writer = tokio::spawn(drain.run());
+        std::thread::spawn(move || {
+            tx.send("from a plain thread".to_string());
+        })
+        .join()
+        .expect("no panic");
+        let mut all = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(5), r.read_to_end(&mut all))
+            .await
+            .expect("written and closed")
+            .expect("read");
+        assert_eq!(all, b"from a plain thread\n");
+        writer.await.expect("writer task").expect("no write error");
     }
 
     /// An aborted writer task lets go of the stream: the peer reads its end.
