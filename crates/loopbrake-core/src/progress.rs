@@ -99,9 +99,9 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
         &text[..end]
     });
     let mut buf = Vec::with_capacity(64 + text.map_or(0, str::len));
-    write!(
+    writeln!(
         buf,
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}\n",
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
         o.is_error.unwrap_or(false),
         o.exit_code.unwrap_or(0),
         o.status_code,
