@@ -197,9 +197,10 @@ mod tests {
             tool: "t",
             args: &args,
         };
-        update(&store, "a", |st| engine.pre(st, &call))
+        let d = update(&store, "a", |st| engine.pre(st, &call))
             .unwrap()
             .unwrap();
+        assert_eq!(d.verdict, Verdict::Allow);
         let kept = store.get("a").unwrap().expect("stored");
         assert_eq!(store.take("a").unwrap(), Some(kept));
         assert_eq!(store.get("a").unwrap(), None);
