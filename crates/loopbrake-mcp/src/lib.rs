@@ -261,6 +261,80 @@ fn unjudgeable_tool_call(line: &str) -> Option<(Value, Value)> {
     ))
 }
 
+/// What the relay reads of a `tools/call` answer for its outcome, borrowed from the line,
+/// when it has the common shape: no `error`, a `result` whose `isError` is a boolean and
+/// whose content blocks are objects with string texts. Any other answer (an error, another
+/// shape, a key twice) is read whole, as it always was ([`tool_outcome`]).
+#[derive(serde::Deserialize)]
+struct FastAnswer<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<FastResult<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastResult<'a> {
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(default, borrow)]
+    content: Option<Vec<FastBlock<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastBlock<'a> {
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The outcome of a `tools/call` answer in the common shape, without parsing it whole;
+/// `None` when it has another shape. Agrees with [`tool_outcome`] wherever it answers.
+fn fast_tool_outcome(line: &str) -> Option<Outcome> {
+    let answer: FastAnswer<'_> = serde_json::from_str(line).ok()?;
+    if answer.error.is_some() {
+        return None;
+    }
+    let mut outcome = Outcome::default();
+    if answer.result.as_ref().and_then(|r| r.is_error) == Some(true) {
+        outcome.is_error = Some(true);
+    }
+    let text = answer
+        .result
+        .and_then(|r| r.content)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.text.as_deref())
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    outcome.text = Some(text);
+    Some(outcome)
+}
+
+/// The outcome of a `tools/call` answer read whole: a JSON-RPC error or `isError: true` is
+/// a failure, and the text is the content's text blocks.
+fn tool_outcome(msg: &Value) -> Outcome {
+    let mut outcome = Outcome::default();
+    if let Some(err) = msg.get("error") {
+        outcome.is_error = Some(true);
+        outcome.error_code = err.get("code").map(|c| c.to_string());
+        outcome.text = err
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    } else {
+        let result = msg.get("result");
+        if result.and_then(|r| r.get("isError")) == Some(&Value::Bool(true)) {
+            outcome.is_error = Some(true);
+        }
+        outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
+    }
+    outcome
+}
+
 fn text_of(content: Option<&Value>) -> String {
     content
         .and_then(Value::as_array)
@@ -762,37 +836,31 @@ impl Shared {
             outcome.aborted = Some(true);
         }
         let msg = json!({"jsonrpc": "2.0", "id": id, "result": result});
-        self.clone().finish(ctx, msg, None, outcome);
+        self.clone().finish(ctx, Some(msg), None, outcome);
     }
 
-    fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Value, raw: String) {
-        let mut outcome = Outcome::default();
-        if ctx.cancelled {
-            outcome.aborted = Some(true);
-        } else if let Some(err) = msg.get("error") {
-            outcome.is_error = Some(true);
-            outcome.error_code = err.get("code").map(|c| c.to_string());
-            outcome.text = err
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-        } else {
-            let result = msg.get("result");
-            if result.and_then(|r| r.get("isError")) == Some(&Value::Bool(true)) {
-                outcome.is_error = Some(true);
+    /// A `tools/call` answer from the server: its outcome recorded, then passed on. `msg` is
+    /// the answer read whole, when it was (see [`fast_tool_outcome`]).
+    fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Option<Value>, raw: String, read: Outcome) {
+        let outcome = if ctx.cancelled {
+            Outcome {
+                aborted: Some(true),
+                ..Outcome::default()
             }
-            outcome.text = Some(text_of(result.and_then(|r| r.get("content"))));
-        }
+        } else {
+            read
+        };
         self.finish(ctx, msg, Some(raw), outcome);
     }
 
     /// Records a call's outcome and answers the client, with the advisories appended to
     /// the result's content. `raw` is the answer's text as received, sent unchanged when
-    /// nothing is added.
+    /// nothing is added; `msg` the answer read whole (read from `raw` when advice must be
+    /// added and it was not). One of them is given.
     fn finish(
         self: Arc<Self>,
         ctx: ToolCtx,
-        mut msg: Value,
+        msg: Option<Value>,
         raw: Option<String>,
         outcome: Outcome,
     ) {
@@ -800,16 +868,28 @@ impl Shared {
         if let Ok(post) = self.with_sessions(|s| s.post(&ctx.session, &ctx.call_id, &outcome)) {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }
+        if advisories.is_empty() {
+            match (raw, msg) {
+                (Some(raw), _) => self.to_client.send(raw),
+                (None, Some(msg)) => self.send_client(&msg),
+                (None, None) => {}
+            }
+            return;
+        }
+        let msg = msg.or_else(|| raw.as_deref().and_then(|r| serde_json::from_str(r).ok()));
+        let Some(mut msg) = msg else {
+            // Not JSON after all: passed on as it came.
+            if let Some(raw) = raw {
+                self.to_client.send(raw);
+            }
+            return;
+        };
         let send_raw = |raw: Option<String>, msg: &Value| match raw {
             Some(raw) => {
                 self.to_client.send(raw);
             }
             None => self.send_client(msg),
         };
-        if advisories.is_empty() {
-            send_raw(raw, &msg);
-            return;
-        }
         match msg
             .get_mut("result")
             .and_then(|r| r.get_mut("content"))
@@ -1045,28 +1125,44 @@ where
                 };
                 // Only the answers the proxy reads or edits are parsed whole (before the
                 // request leaves the table, so a server failing here still answers it).
-                let edits = match shared.inflight().get(&key) {
-                    Some(Pending::ToolCall(_)) => true,
-                    Some(Pending::Forwarded { method }) => {
+                let (edits, tool_call) = match shared.inflight().get(&key) {
+                    Some(Pending::ToolCall(_)) => (true, true),
+                    Some(Pending::Forwarded { method }) => (
                         *method == Forwarded::Initialize
-                            || (*method == Forwarded::ToolsList && shared.opts.fetch.is_some())
-                    }
-                    None => false,
+                            || (*method == Forwarded::ToolsList && shared.opts.fetch.is_some()),
+                        false,
+                    ),
+                    None => (false, false),
                 };
-                if edits && parsed.is_none() {
+                // A tool's answer in the common shape is read for its outcome alone.
+                let fast = match (&parsed, tool_call) {
+                    (None, true) => fast_tool_outcome(&line),
+                    _ => None,
+                };
+                if edits && parsed.is_none() && fast.is_none() {
                     match serde_json::from_str::<Value>(&line) {
                         Ok(msg) => parsed = Some(msg),
                         Err(_) => return ServerFailure::NotJsonRpc,
                     }
                 }
                 let pending = shared.inflight().remove(&key);
+                if let Some(outcome) = fast {
+                    match pending {
+                        Some(Pending::ToolCall(ctx)) => {
+                            shared.clone().tool_result(ctx, None, line, outcome);
+                        }
+                        _ => shared.to_client.send(line),
+                    }
+                    continue;
+                }
                 let Some(mut msg) = parsed.filter(|_| edits) else {
                     shared.to_client.send(line);
                     continue;
                 };
                 match pending {
                     Some(Pending::ToolCall(ctx)) => {
-                        shared.clone().tool_result(ctx, msg, line);
+                        let outcome = tool_outcome(&msg);
+                        shared.clone().tool_result(ctx, Some(msg), line, outcome);
                     }
                     Some(Pending::Forwarded {
                         method: Forwarded::Initialize,
@@ -1251,5 +1347,121 @@ async fn no_tools_server(io: tokio::io::DuplexStream) {
         if write.write_all(out.as_bytes()).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A `tools/call` answer as a server may write it: the common shape, other shapes,
+    /// and keys written twice.
+    fn arb_answer() -> impl Strategy<Value = String> {
+        let text = prop_oneof![
+            Just(String::new()),
+            Just("\"\"".to_string()),
+            "[a-z \\n]{0,12}".prop_map(|t| serde_json::to_string(&t).unwrap()),
+            Just("\"a\\\\u00e9\\\\n\"".to_string()),
+            Just("null".to_string()),
+            Just("5".to_string()),
+        ];
+        let block = prop_oneof![
+            6 => text.prop_map(|t| if t.is_empty() {
+                "{\"type\":\"text\"}".to_string()
+            } else {
+                format!("{{\"type\":\"text\",\"text\":{t}}}")
+            }),
+            2 => Just("{\"type\":\"image\",\"data\":\"AA==\"}".to_string()),
+            1 => Just("\"bare\"".to_string()),
+            1 => Just("7".to_string()),
+        ];
+        let content = prop_oneof![
+            Just(None),
+            Just(Some("null".to_string())),
+            Just(Some("\"text\"".to_string())),
+            prop::collection::vec(block, 0..4).prop_map(|b| Some(format!("[{}]", b.join(",")))),
+        ];
+        let is_error = prop_oneof![
+            Just(None),
+            Just(Some("true")),
+            Just(Some("false")),
+            Just(Some("null")),
+            Just(Some("\"true\"")),
+        ];
+        let result = (is_error, content, any::<bool>()).prop_map(|(e, c, twice)| {
+            let mut members = Vec::new();
+            if let Some(e) = e {
+                members.push(format!("\"isError\":{e}"));
+            }
+            if let Some(c) = c {
+                members.push(format!("\"content\":{c}"));
+                if twice {
+                    members.push("\"content\":[]".to_string());
+                }
+            }
+            format!("{{{}}}", members.join(","))
+        });
+        let result = prop_oneof![
+            4 => result.prop_map(Some),
+            1 => Just(None),
+            1 => Just(Some("null".to_string())),
+            1 => Just(Some("3".to_string())),
+        ];
+        let error = prop_oneof![
+            4 => Just(None),
+            1 => Just(Some("null".to_string())),
+            1 => Just(Some("{\"code\":-32000,\"message\":\"boom\"}".to_string())),
+        ];
+        (result, error).prop_map(|(r, e)| {
+            let mut members = vec!["\"jsonrpc\":\"2.0\"".to_string(), "\"id\":1".to_string()];
+            if let Some(r) = r {
+                members.push(format!("\"result\":{r}"));
+            }
+            if let Some(e) = e {
+                members.push(format!("\"error\":{e}"));
+            }
+            format!("{{{}}}", members.join(","))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Reading an answer's outcome without parsing it whole gives what reading it
+        /// whole gives, wherever the quick reading answers.
+        #[test]
+        fn the_quick_outcome_is_the_whole_answers_outcome(line in arb_answer()) {
+            if let Some(quick) = fast_tool_outcome(&line) {
+                let whole: Value = serde_json::from_str(&line).unwrap();
+                prop_assert_eq!(quick, tool_outcome(&whole), "{}", line);
+            }
+        }
+    }
+
+    #[test]
+    fn the_common_answers_are_read_quickly() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"no"}],"isError":true}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"structuredContent":{"a":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":""},{"type":"text","text":"a\u00e9"},{"type":"image","data":"AA=="},{"type":"text","text":"b"}]}}"#,
+        ] {
+            let whole: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                fast_tool_outcome(line),
+                Some(tool_outcome(&whole)),
+                "{line}"
+            );
+        }
+        // Errors and other shapes are read whole.
+        assert_eq!(
+            fast_tool_outcome(r#"{"jsonrpc":"2.0","id":4,"error":null}"#),
+            None
+        );
+        assert_eq!(
+            fast_tool_outcome(r#"{"jsonrpc":"2.0","id":5,"result":{"content":"x"}}"#),
+            None
+        );
     }
 }
