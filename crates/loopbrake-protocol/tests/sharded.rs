@@ -48,8 +48,9 @@ fn arb_event() -> impl Strategy<Value = Vec<u8>> {
         any::<bool>(),
         any::<bool>(),
         prop::option::of(prop::sample::select(vec!["sub1", "sub2"])),
+        any::<bool>(),
     )
-        .prop_map(|(kind, session, id, command, flag, named, agent)| {
+        .prop_map(|(kind, session, id, command, flag, named, agent, escaped)| {
             let mut v = match kind {
                 0..=3 => {
                     json!({"event": "call", "session": session, "id": id, "tool": "bash", "args": {"command": command}})
@@ -69,7 +70,15 @@ fn arb_event() -> impl Strategy<Value = Vec<u8>> {
             if named && kind >= 4 {
                 v["session"] = json!(session);
             }
-            serde_json::to_vec(&v).unwrap()
+            let line = serde_json::to_string(&v).unwrap();
+            if escaped {
+                // Keys written with escapes route as the same keys.
+                return line
+                    .replacen("\"session\":", "\"sess\\u0069on\":", 1)
+                    .replacen("\"id\":", "\"\\u0069d\":", 1)
+                    .into_bytes();
+            }
+            line.into_bytes()
         })
 }
 
