@@ -215,9 +215,33 @@ struct Router<'a> {
     order: VecDeque<(usize, usize)>,
     bytes: usize,
     /// Call id → the shards that were sent a call with it (since the last rebuild).
-    ids: HashMap<String, Vec<usize>, foldhash::fast::FixedState>,
+    ids: HashMap<String, Shards, foldhash::fast::FixedState>,
     events: u64,
     sink: &'a mut dyn Sink,
+}
+
+/// The shards a call id was sent to: one, nearly always (kept without an allocation).
+enum Shards {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Shards {
+    fn add(&mut self, shard: usize) {
+        match self {
+            Shards::One(s) if *s == shard => {}
+            Shards::One(s) => *self = Shards::Many(vec![*s, shard]),
+            Shards::Many(v) if v.contains(&shard) => {}
+            Shards::Many(v) => v.push(shard),
+        }
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Shards::One(s) => std::slice::from_ref(s),
+            Shards::Many(v) => v,
+        }
+    }
 }
 
 /// Where an event goes: the shard that judges it, or (an answer or result naming no
@@ -362,7 +386,10 @@ impl Router<'_> {
         self.ids.clear();
         for shard in 0..self.shards() {
             for id in self.ask(shard, Work::OpenIds)? {
-                self.ids.entry(id).or_default().push(shard);
+                self.ids
+                    .entry(id)
+                    .and_modify(|s| s.add(shard))
+                    .or_insert(Shards::One(shard));
             }
         }
         Ok(())
@@ -380,15 +407,18 @@ impl Router<'_> {
             Some("call") => {
                 let shard = by_session.unwrap_or(0);
                 if let (Some(id), Some(_)) = (r.id, by_session) {
-                    let shards = self.ids.entry(id.into_owned()).or_default();
-                    if !shards.contains(&shard) {
-                        shards.push(shard);
+                    // The id is copied only the first time it is seen.
+                    match self.ids.get_mut(id.as_ref()) {
+                        Some(shards) => shards.add(shard),
+                        None => {
+                            self.ids.insert(id.into_owned(), Shards::One(shard));
+                        }
                     }
                 }
                 shard
             }
             Some("answer" | "result") if by_session.is_none() => match r.id {
-                Some(id) => match self.ids.get(id.as_ref()).map(Vec::as_slice) {
+                Some(id) => match self.ids.get(id.as_ref()).map(Shards::as_slice) {
                     None | Some([]) => 0,
                     Some([one]) => *one,
                     Some(_) => return self.resolve(id.into_owned(), line_no),
@@ -405,7 +435,12 @@ impl Router<'_> {
         self.drain()?;
         let mut holders = Vec::new();
         let mut keys = Vec::new();
-        for shard in self.ids.get(&id).cloned().unwrap_or_default() {
+        let sent: Vec<usize> = self
+            .ids
+            .get(&id)
+            .map(|s| s.as_slice().to_vec())
+            .unwrap_or_default();
+        for shard in sent {
             let open = self.ask(shard, |tx| Work::OpenKeys(id.clone(), tx))?;
             if !open.is_empty() {
                 holders.push(shard);
@@ -418,7 +453,11 @@ impl Router<'_> {
         } else {
             Target::Shard(shard)
         };
-        self.ids.insert(id, holders);
+        let kept = match holders.as_slice() {
+            [one] => Shards::One(*one),
+            _ => Shards::Many(holders),
+        };
+        self.ids.insert(id, kept);
         Ok(target)
     }
 }
