@@ -373,8 +373,9 @@ mod tests {
         let writer = tokio::spawn(drain.run());
         tx.send("first".to_string());
         tx.send("second".to_string());
-        let e = writer
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), writer)
             .await
+            .expect("the writer task ends")
             .expect("writer task")
             .expect_err("the peer is gone");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
