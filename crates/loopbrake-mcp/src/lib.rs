@@ -301,14 +301,7 @@ fn fast_tool_outcome(line: &str) -> Option<Outcome> {
     let text = answer
         .result
         .and_then(|r| r.content)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b.text.as_deref())
-                .filter(|t| !t.is_empty())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .map(|blocks| joined(blocks.iter().filter_map(|b| b.text.as_deref())))
         .unwrap_or_default();
     outcome.text = Some(text);
     Some(outcome)
@@ -338,15 +331,16 @@ fn tool_outcome(msg: &Value) -> Outcome {
 fn text_of(content: Option<&Value>) -> String {
     content
         .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .filter(|t| !t.is_empty())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        .map(|blocks| joined(blocks.iter().filter_map(|b| b.get("text")?.as_str())))
         .unwrap_or_default()
+}
+
+/// A result's text: its text blocks' texts, the empty ones left out, one per line.
+fn joined<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    texts
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl Shared {
@@ -869,40 +863,33 @@ impl Shared {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }
         if advisories.is_empty() {
-            match (raw, msg) {
-                (Some(raw), _) => self.to_client.send(raw),
-                (None, Some(msg)) => self.send_client(&msg),
-                (None, None) => {}
-            }
-            return;
+            return self.pass_on(raw, msg);
         }
-        let msg = msg.or_else(|| raw.as_deref().and_then(|r| serde_json::from_str(r).ok()));
-        let Some(mut msg) = msg else {
-            // Not JSON after all: passed on as it came.
-            if let Some(raw) = raw {
-                self.to_client.send(raw);
-            }
-            return;
-        };
-        let send_raw = |raw: Option<String>, msg: &Value| match raw {
-            Some(raw) => {
-                self.to_client.send(raw);
-            }
-            None => self.send_client(msg),
-        };
-        match msg
-            .get_mut("result")
+        // Advice rides in the result's content: the answer read whole (here, if it was not).
+        let mut msg = msg.or_else(|| raw.as_deref().and_then(|r| serde_json::from_str(r).ok()));
+        let content = msg
+            .as_mut()
+            .and_then(|m| m.get_mut("result"))
             .and_then(|r| r.get_mut("content"))
-            .and_then(Value::as_array_mut)
-        {
+            .and_then(Value::as_array_mut);
+        match content {
             Some(content) => {
                 for a in advisories {
                     content.push(json!({"type": "text", "text": a}));
                 }
-                self.send_client(&msg);
+                self.pass_on(None, msg);
             }
             // A JSON-RPC error has no content to carry advice: pass it on unchanged.
-            None => send_raw(raw, &msg),
+            None => self.pass_on(raw, msg),
+        }
+    }
+
+    /// Answers the client with `raw` as received when there is one, else with `msg`.
+    fn pass_on(&self, raw: Option<String>, msg: Option<Value>) {
+        match (raw, msg) {
+            (Some(raw), _) => self.to_client.send(raw),
+            (None, Some(msg)) => self.send_client(&msg),
+            (None, None) => {}
         }
     }
 

@@ -853,28 +853,25 @@ impl Breaker {
         if let Some(text) = outcome.text.as_deref() {
             st.last_result = Some(RedactedCut::new(text, self.cfg.result_preview_chars));
         }
-        // The preview is redacted once, for the text and for the advisory's fingerprint.
-        let advisory = match (pick(candidates), pick(struggles), failure.as_ref()) {
-            (Some((f, n)), _, Some(fail)) => {
-                let fp = f.preview.to_string();
-                Some(Advisory {
-                    text: messages::failure_advisory(&fp, n, fail),
-                    fingerprint: fp,
-                    count: n,
-                    stage: Stage::Failure,
-                })
-            }
-            (None, Some((f, n)), Some(fail)) => {
-                let fp = f.preview.to_string();
-                Some(Advisory {
-                    text: messages::struggle_advisory(&fp, n, fail),
-                    fingerprint: fp,
-                    count: n,
-                    stage: Stage::Struggle,
-                })
-            }
+        let advised = match (pick(candidates), pick(struggles), failure.as_ref()) {
+            (Some((f, n)), _, Some(fail)) => Some((f, n, fail, Stage::Failure)),
+            (None, Some((f, n)), Some(fail)) => Some((f, n, fail, Stage::Struggle)),
             _ => None,
         };
+        let advisory = advised.map(|(f, n, fail, stage)| {
+            // The preview is redacted once, for the text and for the advisory's fingerprint.
+            let fp = f.preview.to_string();
+            let text = match stage {
+                Stage::Failure => messages::failure_advisory(&fp, n, fail),
+                _ => messages::struggle_advisory(&fp, n, fail),
+            };
+            Advisory {
+                text,
+                fingerprint: fp,
+                count: n,
+                stage,
+            }
+        });
         PostReport {
             ignored: false,
             failure,
