@@ -513,7 +513,12 @@ impl Engine {
         // In loopbrake mode the streak's identity leaves out the decoys the breaker strips
         // (a shell tool's fresh `description` or `timeout` around the same command); seed
         // mode keeps the seed's hash of the full arguments.
-        let streak_digest = self.streak_digest(call, &full)?;
+        // Arguments written once for the breaker hold no decoy key: the streak counts their
+        // full digest (the decoys were looked for once, in `shared_canonical`).
+        let streak_digest = match exact {
+            Some(_) => full,
+            None => self.streak_digest(call, &full)?,
+        };
         match self.streak.check_hashed(
             &mut st.streak,
             call.session,
@@ -705,6 +710,15 @@ impl Engine {
         p.failure = r.failure;
         p.advisories.extend(r.advisory);
         Ok(p)
+    }
+
+    /// Whether [`Engine::post`] of this outcome can bring advice, in any state: `false`
+    /// means its advisories are empty whatever the session holds. Advice after a call comes
+    /// only from the failure track, and only for an outcome that reads as a failure (read
+    /// here as a shell call's would be, the wider reading). A host that must show advice
+    /// with the result can answer first and record after when this is `false`.
+    pub fn post_may_advise(outcome: &Outcome) -> bool {
+        crate::breaker::classify(outcome, true).is_some()
     }
 
     /// A call got its result (or was closed unanswered): its id is free again.

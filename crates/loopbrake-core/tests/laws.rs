@@ -175,6 +175,46 @@ proptest! {
     }
 
     #[test]
+    fn no_advice_after_a_call_the_predicate_rules_out(
+        steps in prop::collection::vec((0u8..3, 0u8..3, 0usize..8), 1..40),
+    ) {
+        // Shell and fetch calls of a few commands, with outcomes of every kind; whenever
+        // `post_may_advise` says no, the record brings no advisory (hosts answer first then).
+        let engine = Engine::new(Config::default());
+        let mut st = SessionState::default();
+        let outcomes = [
+            Outcome::success("ok"),
+            Outcome::success("Traceback (most recent call last):\nValueError: bad"),
+            Outcome::success("make: *** [all] Error: 2"),
+            Outcome::success("done [exit code: 1]"),
+            Outcome { exit_code: Some(2), ..Outcome::default() },
+            Outcome { status_code: Some(503), ..Outcome::default() },
+            Outcome { is_error: Some(true), text: Some("boom".into()), ..Outcome::default() },
+            Outcome { aborted: Some(true), ..Outcome::default() },
+        ];
+        let mut advised = 0;
+        for (i, (kind, which, o)) in steps.iter().enumerate() {
+            let id = i.to_string();
+            let (tool, args) = match kind {
+                0 => ("bash", json!({"command": format!("python run{which}.py")})),
+                1 => ("web_fetch", json!({"url": format!("https://a.com/{which}")})),
+                _ => ("edit", json!({"path": format!("f{which}.py"), "text": i})),
+            };
+            let d = engine.pre(&mut st, &Call { session: "s", id: &id, tool, args: &args }).unwrap();
+            if !d.runs() {
+                continue;
+            }
+            let outcome = &outcomes[*o];
+            let p = engine.post(&mut st, &id, outcome).unwrap();
+            if !Engine::post_may_advise(outcome) {
+                prop_assert!(p.advisories.is_empty(), "advice after {outcome:?}: {:?}", p.advisories);
+            }
+            advised += p.advisories.len();
+        }
+        prop_assert!(advised <= steps.len());
+    }
+
+    #[test]
     fn counts_are_monotone_within_the_window(n in 1u32..16) {
         // The k-th repeat of one fetch is reported with count k (hits appear from 12).
         let engine = Engine::new(Config::from_value(&json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny", "warn_at": 0, "summarize_at": 0, "limits": {"net": 2}}}), &loopbrake_core::config::no_env).unwrap());
@@ -214,6 +254,48 @@ proptest! {
             let _ = fingerprints(&BreakerConfig::default(), "web_fetch", &json!({"url": raw})).unwrap();
         }
     }
+}
+
+#[test]
+fn a_failing_rerun_is_advised_and_the_predicate_says_it_may_be() {
+    let engine = Engine::new(Config::default());
+    let mut st = SessionState::default();
+    // Other pages of one host, each failing: the host's failure streak.
+    let failed = Outcome {
+        status_code: Some(503),
+        ..Outcome::default()
+    };
+    let mut advised = Vec::new();
+    for i in 0..3 {
+        let id = i.to_string();
+        let args = json!({"url": format!("https://a.com/{i}")});
+        let d = engine
+            .pre(
+                &mut st,
+                &Call {
+                    session: "s",
+                    id: &id,
+                    tool: "web_fetch",
+                    args: &args,
+                },
+            )
+            .unwrap();
+        assert!(d.runs());
+        advised.push(
+            !engine
+                .post(&mut st, &id, &failed)
+                .unwrap()
+                .advisories
+                .is_empty(),
+        );
+    }
+    assert_eq!(advised, [false, false, true]);
+    assert!(Engine::post_may_advise(&failed));
+    assert!(!Engine::post_may_advise(&Outcome::success("all good")));
+    assert!(!Engine::post_may_advise(&Outcome {
+        aborted: Some(true),
+        ..Outcome::default()
+    }));
 }
 
 #[test]

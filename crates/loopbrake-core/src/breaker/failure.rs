@@ -305,6 +305,24 @@ mod tests {
             t("urllib says HTTP Error 503: x"),
             Some((Reason::Http, Some("503".into())))
         );
+        // The markers the cases above leave out, each alone in its output.
+        assert_eq!(
+            t("ran [timed out after 3000ms]"),
+            Some((Reason::Timeout, Some("3000ms".into())))
+        );
+        assert_eq!(
+            t("[killed by signal: SIGKILL]"),
+            Some((Reason::Signal, Some("SIGKILL".into())))
+        );
+        assert_eq!(
+            t("[sandbox: file access denied: /etc]"),
+            Some((Reason::Sandbox, None))
+        );
+        assert_eq!(
+            t("app.BadThingException: no"),
+            Some((Reason::Exception, Some("BadThingException".into())))
+        );
+        assert_eq!(t("a plain answer: fine (mostly) [ok]"), None);
     }
 
     #[test]

@@ -179,8 +179,9 @@ pub fn fingerprints(
     fingerprints_with(cfg, tool, args, None)
 }
 
-/// [`fingerprints`], given the canonical text of the arguments without their decoy keys
-/// when the caller has written it already (`canonical_args_without(args, ignored)`).
+/// [`fingerprints`], given the canonical text of object arguments that hold none of the
+/// decoy keys when the caller has written it already (`canonical_json(args)`): nothing is
+/// then stripped, and the decoy keys are not looked for again.
 pub(crate) fn fingerprints_with(
     cfg: &BreakerConfig,
     tool: &str,
@@ -191,14 +192,14 @@ pub(crate) fn fingerprints_with(
         class: "other",
         ..FingerprintSet::default()
     };
-    let ignored = cfg.ignored_keys(tool);
-    if let Value::Object(map) = args {
-        set.stripped = map.keys().filter(|k| ignored(k)).cloned().collect();
-    }
     let written;
     let exact = match exact {
         Some(text) => text,
         None => {
+            let ignored = cfg.ignored_keys(tool);
+            if let Value::Object(map) = args {
+                set.stripped = map.keys().filter(|k| ignored(k)).cloned().collect();
+            }
             written = canonical_args_without(args, &ignored)?;
             &written
         }

@@ -548,8 +548,8 @@ impl Breaker {
         self.pre_with(st, call_id, tool, args, None)
     }
 
-    /// [`Breaker::pre`], given the canonical text of the arguments without their decoy
-    /// keys when the engine has written it already (see [`fingerprint::fingerprints`]).
+    /// [`Breaker::pre`], given the canonical text of object arguments holding no decoy key
+    /// when the engine has written it already (see `fingerprint::fingerprints_with`).
     pub(crate) fn pre_with(
         &self,
         st: &mut BreakerState,
