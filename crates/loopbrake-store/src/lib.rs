@@ -150,6 +150,13 @@ pub trait Store: Send + Sync {
         true
     }
 
+    /// Whether other processes may read and write the same sessions (a file, a server):
+    /// then a step must be stored before anything that lets another process act on it
+    /// (an answer that reaches the client). Only this process sees an in-memory store.
+    fn shared(&self) -> bool {
+        true
+    }
+
     /// Problems the store recovered from since the last call (a session whose stored
     /// state could not be decoded and started afresh), for the adapter to report.
     fn take_warnings(&self) -> Vec<String> {

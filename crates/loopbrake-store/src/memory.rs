@@ -177,6 +177,10 @@ impl Store for MemoryStore {
     fn may_block(&self) -> bool {
         false
     }
+
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -417,6 +417,10 @@ impl<S: Store + ?Sized> Store for Timed<S> {
         self.inner.may_block()
     }
 
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
     fn take_warnings(&self) -> Vec<String> {
         self.inner.take_warnings()
     }
@@ -438,6 +442,45 @@ mod tests {
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    /// A store seen through the timing layer keeps its answers about itself: whether it
+    /// may block, and whether others see its sessions (the MCP proxy answers before
+    /// recording only on a store nobody else reads).
+    #[test]
+    fn the_timed_store_says_what_its_store_is() {
+        struct Shared;
+        impl Store for Shared {
+            fn update(
+                &self,
+                _: &str,
+                _: &mut dyn FnMut(&mut loopbrake_core::SessionState, &mut loopbrake_store::Tally),
+            ) -> Result<(), StoreError> {
+                Ok(())
+            }
+            fn add_counts(&self, _: &loopbrake_store::Tally) -> Result<(), StoreError> {
+                Ok(())
+            }
+            fn counters(&self) -> Result<loopbrake_store::Counters, StoreError> {
+                Ok(Default::default())
+            }
+            fn get(&self, _: &str) -> Result<Option<loopbrake_core::SessionState>, StoreError> {
+                Ok(None)
+            }
+            fn remove(&self, _: &str) -> Result<bool, StoreError> {
+                Ok(false)
+            }
+            fn list(&self) -> Result<Vec<loopbrake_store::SessionInfo>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn describe(&self) -> String {
+                "shared".into()
+            }
+        }
+        let memory = Timed::new(Arc::new(MemoryStore::new()), ProcessMetrics::new());
+        assert!(!memory.shared() && !memory.may_block());
+        let shared = Timed::new(Arc::new(Shared), ProcessMetrics::new());
+        assert!(shared.shared() && shared.may_block());
     }
 
     #[test]
