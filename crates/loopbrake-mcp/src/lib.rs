@@ -82,6 +82,10 @@ pub struct Options {
     pub observer: Option<Arc<dyn Observer>>,
     /// Told of downstream servers, client sessions and the proxy's warnings.
     pub events: Option<Arc<dyn events::ProxyEvents>>,
+    /// Keep the operators' counters in the store. Counting costs a judged call about a
+    /// quarter of its judging time (BENCHMARKS.md, "Speed to the floor, fifth round"): off
+    /// when nothing can read them (a memory store and no metrics endpoint).
+    pub counters: bool,
 }
 
 /// Returns a new engine when the configuration changed, else `None`.
@@ -176,6 +180,10 @@ struct Shared {
     server_fetches: AtomicBool,
     /// The engines in force (replaced when the configuration is reloaded).
     engine: std::sync::RwLock<Arc<Engine>>,
+    /// Held by every step of the session service, and from before an answer reaches the
+    /// client until its call is recorded (see [`Shared::finish`]): the client's next call
+    /// is judged after the record, on any runtime.
+    steps: Mutex<()>,
     reload: Mutex<Option<Reloader>>,
 }
 
@@ -209,14 +217,23 @@ impl<'a> ClientHead<'a> {
     }
 }
 
-/// What the relay reads of a server's message first: whether it has a method (a request or
-/// a notification, not a response) and its id as written.
+/// What the relay reads of a server's message, in one pass: whether it has a method (a
+/// request or a notification, not a response), its id as written and, for an answer in the
+/// common shape, what a `tools/call`'s outcome is read from: no `error`, a `result` whose
+/// `isError` is a boolean and whose content blocks are objects with string texts, borrowed
+/// from the line. A message that does not read this way (another shape, a key twice) is
+/// parsed whole, as it always was; the outcome of a tool's answer read here agrees with
+/// [`tool_outcome`] of the whole message.
 #[derive(serde::Deserialize)]
 struct ServerHead<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     method: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<FastResult<'a>>,
 }
 
 /// A key that is present, even as `null` (which `Option` alone would read as absent, where
@@ -225,7 +242,16 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
 }
 
-fn id_key(id: &Value) -> String {
+/// The key of a JSON-RPC id in the tables of requests in flight: its JSON text, written
+/// compactly (`7`, `"a"`). An integer, nearly every id, is written without the formatting
+/// machinery (the relay keys every request and answer by it).
+pub(crate) fn id_key(id: &Value) -> String {
+    if let Some(i) = id.as_i64() {
+        return itoa::Buffer::new().format(i).to_owned();
+    }
+    if let Some(u) = id.as_u64() {
+        return itoa::Buffer::new().format(u).to_owned();
+    }
     id.to_string()
 }
 
@@ -261,18 +287,6 @@ fn unjudgeable_tool_call(line: &str) -> Option<(Value, Value)> {
     ))
 }
 
-/// What the relay reads of a `tools/call` answer for its outcome, borrowed from the line,
-/// when it has the common shape: no `error`, a `result` whose `isError` is a boolean and
-/// whose content blocks are objects with string texts. Any other answer (an error, another
-/// shape, a key twice) is read whole, as it always was ([`tool_outcome`]).
-#[derive(serde::Deserialize)]
-struct FastAnswer<'a> {
-    #[serde(default, borrow, deserialize_with = "present")]
-    error: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    result: Option<FastResult<'a>>,
-}
-
 #[derive(serde::Deserialize)]
 struct FastResult<'a> {
     #[serde(rename = "isError", default)]
@@ -289,22 +303,32 @@ struct FastBlock<'a> {
 
 /// The outcome of a `tools/call` answer in the common shape, without parsing it whole;
 /// `None` when it has another shape. Agrees with [`tool_outcome`] wherever it answers.
+#[cfg(test)]
 fn fast_tool_outcome(line: &str) -> Option<Outcome> {
-    let answer: FastAnswer<'_> = serde_json::from_str(line).ok()?;
-    if answer.error.is_some() {
-        return None;
+    serde_json::from_str::<ServerHead<'_>>(line)
+        .ok()?
+        .tool_outcome()
+}
+
+impl ServerHead<'_> {
+    /// The outcome of the answer this message is, when it was read in the common shape (it
+    /// carries no `error`); `None` sends it to the whole reading.
+    fn tool_outcome(self) -> Option<Outcome> {
+        if self.error.is_some() {
+            return None;
+        }
+        let mut outcome = Outcome::default();
+        if self.result.as_ref().and_then(|r| r.is_error) == Some(true) {
+            outcome.is_error = Some(true);
+        }
+        let text = self
+            .result
+            .and_then(|r| r.content)
+            .map(|blocks| joined(blocks.iter().filter_map(|b| b.text.as_deref())))
+            .unwrap_or_default();
+        outcome.text = Some(text);
+        Some(outcome)
     }
-    let mut outcome = Outcome::default();
-    if answer.result.as_ref().and_then(|r| r.is_error) == Some(true) {
-        outcome.is_error = Some(true);
-    }
-    let text = answer
-        .result
-        .and_then(|r| r.content)
-        .map(|blocks| joined(blocks.iter().filter_map(|b| b.text.as_deref())))
-        .unwrap_or_default();
-    outcome.text = Some(text);
-    Some(outcome)
 }
 
 /// The outcome of a `tools/call` answer read whole: a JSON-RPC error or `isError: true` is
@@ -385,15 +409,7 @@ impl Shared {
     /// The failure policy for a call loopbrake could not judge, told to the observer (the
     /// session service's one place for it; no store is touched).
     fn unjudged(&self, problem: &str) -> loopbrake_session::Unjudged {
-        let engine = self
-            .engine
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        Sessions::new(&engine, self.opts.store.as_ref())
-            .with_fail_closed(self.opts.fail_closed)
-            .with_observer(self.opts.observer.as_deref())
-            .unjudged(problem)
+        self.with_sessions(|s| s.unjudged(problem))
     }
 
     /// Runs a step of the session service, off the async threads.
@@ -408,6 +424,17 @@ impl Shared {
         traceparent: Option<&str>,
         f: impl FnOnce(&Sessions<'_, dyn Store>) -> R,
     ) -> R {
+        let steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
+        self.with_sessions_in_order(&steps, traceparent, f)
+    }
+
+    /// [`Shared::with_traced_sessions`] for a caller that holds `steps` already.
+    fn with_sessions_in_order<R>(
+        &self,
+        _steps: &std::sync::MutexGuard<'_, ()>,
+        traceparent: Option<&str>,
+        f: impl FnOnce(&Sessions<'_, dyn Store>) -> R,
+    ) -> R {
         // A store that may block (SQLite, Redis) runs in block_in_place, so it does not stall
         // other tasks; the memory store answers in microseconds and runs inline, as does
         // any store on a current-thread runtime (which has no worker to hand its tasks to).
@@ -419,7 +446,8 @@ impl Shared {
         let sessions = Sessions::new(&engine, self.opts.store.as_ref())
             .with_fail_closed(self.opts.fail_closed)
             .with_observer(self.opts.observer.as_deref())
-            .with_traceparent(traceparent);
+            .with_traceparent(traceparent)
+            .with_counters(self.opts.counters);
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if self.opts.store.may_block() && multi_thread {
@@ -649,7 +677,7 @@ impl Shared {
         self.reload();
         let key = id_key(&id);
         let session = self.session_for(&params);
-        let call_id = format!("mcp-{key}");
+        let call_id = ["mcp-", key.as_str()].concat();
         let tool = params
             .get("name")
             .and_then(Value::as_str)
@@ -751,8 +779,10 @@ impl Shared {
                 None
             }
             Verdict::Allow | Verdict::Advise => {
-                if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&call.key) {
-                    ctx.advisories = decision.advisories.into_iter().map(|a| a.text).collect();
+                if !decision.advisories.is_empty() {
+                    if let Some(Pending::ToolCall(ctx)) = self.inflight().get_mut(&call.key) {
+                        ctx.advisories = decision.advisories.into_iter().map(|a| a.text).collect();
+                    }
                 }
                 match self.local_fetcher(&call.tool) {
                     Some(fetcher) => Some(Waiting::Fetch { call, fetcher }),
@@ -834,7 +864,7 @@ impl Shared {
     }
 
     /// A `tools/call` answer from the server: its outcome recorded, then passed on. `msg` is
-    /// the answer read whole, when it was (see [`fast_tool_outcome`]).
+    /// the answer read whole, when it was (see [`ServerHead`]).
     fn tool_result(self: Arc<Self>, ctx: ToolCtx, msg: Option<Value>, raw: String, read: Outcome) {
         let outcome = if ctx.cancelled {
             Outcome {
@@ -858,8 +888,22 @@ impl Shared {
         raw: Option<String>,
         outcome: Outcome,
     ) {
+        let record = |s: &Sessions<'_, dyn Store>| s.post(&ctx.session, &ctx.call_id, &outcome);
+        if ctx.advisories.is_empty()
+            && !Engine::post_may_advise(&outcome)
+            && !self.opts.store.shared()
+        {
+            // Nothing can ride on this answer: it goes first, and the record after it is
+            // off the client's wait (in order: the next call is judged after it). A store
+            // other processes share records first, as another proxy on the same session
+            // may judge the client's next call.
+            let steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
+            self.pass_on(raw, msg);
+            let _ = self.with_sessions_in_order(&steps, None, record);
+            return;
+        }
         let mut advisories = ctx.advisories.clone();
-        if let Ok(post) = self.with_sessions(|s| s.post(&ctx.session, &ctx.call_id, &outcome)) {
+        if let Ok(post) = self.with_sessions(record) {
             advisories.extend(post.advisories.into_iter().map(|a| a.text));
         }
         if advisories.is_empty() {
@@ -1043,6 +1087,7 @@ where
         client_elicits: AtomicBool::new(false),
         next_elicit: AtomicU64::new(1),
         server_fetches: AtomicBool::new(false),
+        steps: Mutex::new(()),
     });
     let client_writer = tokio::spawn(client_drain.run());
     let server_writer = tokio::spawn(server_drain.run());
@@ -1082,18 +1127,22 @@ where
                 if line.trim().is_empty() {
                     continue;
                 }
-                // The id of a response, read without parsing the rest; a message that does
-                // not read that way is parsed whole, as it always was.
+                // The id of a response, and what a tool's answer says, read in one pass (see
+                // [`ServerHead`]); a message that does not read that way is parsed whole, as
+                // it always was.
                 let mut parsed = None;
+                let mut head = None;
                 let key = match serde_json::from_str::<ServerHead>(&line) {
-                    Ok(ServerHead {
-                        method: None,
-                        id: Some(id),
-                    }) => match serde_json::from_str::<Value>(id.get()) {
-                        Ok(id) => Some(id_key(&id)),
-                        Err(_) => return ServerFailure::NotJsonRpc,
+                    Ok(h) => match (h.method, h.id) {
+                        (None, Some(id)) => match serde_json::from_str::<Value>(id.get()) {
+                            Ok(id) => {
+                                head = Some(h);
+                                Some(id_key(&id))
+                            }
+                            Err(_) => return ServerFailure::NotJsonRpc,
+                        },
+                        _ => None,
                     },
-                    Ok(_) => None,
                     Err(_) => {
                         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
                             return ServerFailure::NotJsonRpc;
@@ -1107,6 +1156,7 @@ where
                     }
                 };
                 let Some(key) = key else {
+                    drop(head);
                     shared.to_client.send(line);
                     continue;
                 };
@@ -1122,8 +1172,8 @@ where
                     None => (false, false),
                 };
                 // A tool's answer in the common shape is read for its outcome alone.
-                let fast = match (&parsed, tool_call) {
-                    (None, true) => fast_tool_outcome(&line),
+                let fast = match head {
+                    Some(h) if tool_call => h.tool_outcome(),
                     _ => None,
                 };
                 if edits && parsed.is_none() && fast.is_none() {
@@ -1422,6 +1472,20 @@ mod tests {
             if let Some(quick) = fast_tool_outcome(&line) {
                 let whole: Value = serde_json::from_str(&line).unwrap();
                 prop_assert_eq!(quick, tool_outcome(&whole), "{}", line);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn an_id_is_keyed_by_its_compact_json_text(
+            i in any::<i64>(),
+            u in any::<u64>(),
+            f in any::<f64>(),
+            s in "\\PC{0,8}",
+        ) {
+            for id in [json!(i), json!(u), json!(f), json!(s), json!(null), json!([i])] {
+                prop_assert_eq!(id_key(&id), id.to_string());
             }
         }
     }

@@ -30,7 +30,7 @@
 
 use crate::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 use crate::events::ProxyEvents;
-use crate::{run_child, run_fetch_only, run_http, Options, ProxyError};
+use crate::{id_key, run_child, run_fetch_only, run_http, Options, ProxyError};
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -161,10 +161,6 @@ pub async fn serve(listen: Listen, listener: tokio::net::TcpListener) -> std::io
         }
     });
     serve_http(listener, routes(shared), http).await
-}
-
-fn id_key(id: &Value) -> String {
-    id.to_string()
 }
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response {

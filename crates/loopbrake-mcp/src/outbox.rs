@@ -86,50 +86,24 @@ impl Sender {
         line.push(b'\n');
         let mut g = self.0.lock();
         let inner = &mut *g;
-        let Some(out) = inner.out.as_mut() else {
-            return;
-        };
-        // Outside the runtime (no reactor to register a full socket with, no blocking pool
-        // for a terminal's writer) a message only queues.
-        if !inner.queue.is_empty()
-            || inner.unflushed
-            || tokio::runtime::Handle::try_current().is_err()
-        {
-            inner.queue.push_back(line);
-            drop(g);
-            self.0.queued.notify_one();
+        if inner.out.is_none() {
             return;
         }
-        // Nothing waits: write now, with a waker that does nothing (a `Pending` below
-        // hands the rest to the writer task, which polls again with its own).
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut done = 0;
-        let step = loop {
-            match out.as_mut().poll_write(&mut cx, &line[done..]) {
-                Poll::Ready(Ok(0)) => break Err(io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => {
-                    done += n;
-                    if done == line.len() {
-                        break Ok(true);
-                    }
-                }
-                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Poll::Ready(Err(e)) => break Err(e),
-                Poll::Pending => break Ok(false),
-            }
-        };
-        match step {
-            Ok(true) => match out.as_mut().poll_flush(&mut cx) {
+        // Outside the runtime (no reactor to register a full socket with, no blocking pool
+        // for a terminal's writer) a message only queues.
+        let direct = inner.queue.is_empty()
+            && !inner.unflushed
+            && tokio::runtime::Handle::try_current().is_ok();
+        inner.queue.push_back(line);
+        if direct {
+            // Nothing waits: the writer task's own step, with a waker that does nothing (a
+            // `Pending` leaves the rest to the writer task, which polls again with its own).
+            match inner.poll_drain(&mut Context::from_waker(Waker::noop())) {
                 Poll::Ready(Ok(())) => return,
-                Poll::Ready(Err(e)) => inner.fail(e),
-                Poll::Pending => inner.unflushed = true,
-            },
-            Ok(false) => {
-                inner.written = done;
-                inner.unflushed = done > 0;
-                inner.queue.push_back(line);
+                // Kept for the writer task, which ends with it.
+                Poll::Ready(Err(e)) => inner.failed = Some(e),
+                Poll::Pending => {}
             }
-            Err(e) => inner.fail(e),
         }
         drop(g);
         self.0.queued.notify_one();

@@ -10,8 +10,6 @@ use loopbrake_mcp::Options;
 use loopbrake_session::{Observed, ObservedKind, Observer};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 
 #[derive(Default)]
 struct Seen(Mutex<Vec<String>>);
@@ -55,44 +53,22 @@ async fn the_observer_sees_judged_calls_with_their_traceparent_and_unjudged_ones
         observer: Some(seen.clone()),
         ..support::options(Engine::new(Config::default()), "observed")
     });
-    let within = Duration::from_secs(5);
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     // One judged call that runs: the server answers it.
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"message": "hi"}, "_meta": {"traceparent": tp}}});
-    client_w
-        .write_all(format!("{call}\n").as_bytes())
-        .await
-        .unwrap();
-    let forwarded = tokio::time::timeout(within, at_server.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::send(&mut client_w, &call).await;
+    let forwarded = support::next_line(&mut at_server).await;
     assert!(forwarded.contains("tools/call"), "{forwarded}");
     let answer =
         json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}]}});
-    server_w
-        .write_all(format!("{answer}\n").as_bytes())
-        .await
-        .unwrap();
-    tokio::time::timeout(within, at_client.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::send(&mut server_w, &answer).await;
+    support::next_line(&mut at_client).await;
     // A call whose arguments nest too deep to judge: refused (fail_closed), never forwarded.
     let deep = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"v": nested(140)}}});
-    client_w
-        .write_all(format!("{deep}\n").as_bytes())
-        .await
-        .unwrap();
-    let refused = tokio::time::timeout(within, at_client.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::send(&mut client_w, &deep).await;
+    let refused = support::next_line(&mut at_client).await;
     assert!(refused.contains("\"isError\":true"), "{refused}");
     proxy.abort();
     let seen = seen.0.lock().unwrap().clone();

@@ -26,6 +26,7 @@ pub fn options(engine: Engine, session: &str) -> Options {
         reload: None,
         observer: None,
         events: None,
+        counters: true,
     }
 }
 
@@ -56,4 +57,19 @@ pub fn wire(opts: Options) -> Wired {
         server_w,
         at_server: BufReader::new(server_r).lines(),
     }
+}
+
+/// Writes `msg` as one line.
+pub async fn send<W: tokio::io::AsyncWrite + Unpin>(w: &mut W, msg: &serde_json::Value) {
+    use tokio::io::AsyncWriteExt;
+    w.write_all(format!("{msg}\n").as_bytes()).await.unwrap();
+}
+
+/// The next line, within 5 s (a test fails instead of hanging).
+pub async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut Lines<R>) -> String {
+    tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+        .await
+        .expect("a line within 5 s")
+        .unwrap()
+        .expect("a line, not the end")
 }

@@ -149,6 +149,9 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         None
     };
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
+    // The store's counters are read by the metrics endpoint, or by others sharing the
+    // store (the dashboard, their own metrics); a memory store without one has no reader.
+    let counters = store.shared() || operate.metrics.is_some();
     let default_session = session.unwrap_or_else(|| {
         let t = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -184,6 +187,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         fetch,
         observer: traces.observer(telemetry.observer()),
         events: Some(telemetry.clone() as Arc<dyn ProxyEvents>),
+        counters,
     };
     // One client on stdio: its stdin and stdout are waited on in the reactor too (see
     // loopbrake_mcp::stdio), so with the memory store a message is read, judged and
@@ -251,6 +255,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
                     reload: None,
                     observer: observer.clone(),
                     events: events.clone(),
+                    counters,
                 }
             };
             let listener = tokio::net::TcpListener::bind(addr)
