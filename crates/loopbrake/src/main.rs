@@ -1,13 +1,20 @@
 //! The `loopbrake` command: parses the command line and hands each subcommand to its
 //! module under `cli/`. Every decision is made by `loopbrake-core`.
 
+mod allocator;
 mod cli;
 
 use clap::Parser;
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: allocator::Switch = allocator::Switch;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    if args.judges_many_events() {
+        allocator::use_mimalloc();
+    }
     match cli::run(args) {
         Ok(code) => code,
         // The reader of our output went away: nothing left to say, and nothing failed.

@@ -89,6 +89,22 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// Whether this command lives to judge many events (a replay, a sweep, a server, a
+    /// proxy, the dashboard) rather than one (a hook) or none: the binary gives those a
+    /// faster allocator, whose start-up a hook would pay on every tool call.
+    pub fn judges_many_events(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Replay(_)
+                | Command::Tune(_)
+                | Command::Serve { .. }
+                | Command::Mcp(_)
+                | Command::Ui { .. }
+        )
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).

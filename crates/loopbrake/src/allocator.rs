@@ -1,0 +1,130 @@
+//! The command's memory allocator: the C library's for a process that lives a moment (a
+//! hook, `explain`, `init`), mimalloc for one that judges many events (`replay`, `tune`,
+//! `serve`, `mcp`, `ui`).
+//!
+//! A hook is a fresh process per tool call: mimalloc's first allocations cost it about
+//! 0.15 ms of start-up (BENCHMARKS.md, issue 14), which every tool call would pay. A replay
+//! spends about a sixth of its time in glibc's allocator, and mimalloc takes 10 to 15% off
+//! it (BENCHMARKS.md, issue 26). So the process starts on the C library's allocator and
+//! [`use_mimalloc`] switches it once, before the work starts.
+//!
+//! Invariants: the switch happens at most once and only one way, so every block was made by
+//! the C library's allocator before it or by either allocator after it; a block made before
+//! it (the parsed command line, say) is told apart on its way out by
+//! `mi_is_in_heap_region` (mimalloc's own test of its address ranges) and given back to
+//! the allocator that made it, freed or grown there.
+
+use libmimalloc_sys::{mi_is_in_heap_region, mi_option_set, mi_option_t};
+use mimalloc::MiMalloc;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The allocator of every Rust allocation in the command.
+pub struct Switch;
+
+static MIMALLOC: AtomicBool = AtomicBool::new(false);
+
+/// Makes mimalloc the allocator of every allocation from now on. Call it before starting
+/// threads (they then see it; a thread that misses it only keeps allocating with the C
+/// library, which is correct too).
+pub fn use_mimalloc() {
+    // mimalloc 2's options, by their place in its `mi_option_e` (the crate is pinned; the
+    // sys crate leaves these unnamed). Committing an arena's memory as it is used and not
+    // asking for transparent huge pages keeps a replay on two cores at 28 MiB instead of
+    // 39 (one thread: 11 against 17), at no cost in time that a replay shows.
+    const ARENA_EAGER_COMMIT: mi_option_t = 4;
+    const ALLOW_THP: mi_option_t = 37;
+    // SAFETY: plain setters of mimalloc's option table, safe to call at any time.
+    unsafe {
+        mi_option_set(ARENA_EAGER_COMMIT, 0);
+        mi_option_set(ALLOW_THP, 0);
+    }
+    MIMALLOC.store(true, Ordering::Relaxed);
+}
+
+fn on_mimalloc() -> bool {
+    MIMALLOC.load(Ordering::Relaxed)
+}
+
+/// Whether mimalloc made this block (only asked after the switch).
+///
+/// # Safety
+/// `ptr` is a live block of this allocator.
+unsafe fn by_mimalloc(ptr: *mut u8) -> bool {
+    // SAFETY: a lookup of the address in mimalloc's own map of its regions.
+    unsafe { mi_is_in_heap_region(ptr as *const c_void) }
+}
+
+unsafe impl GlobalAlloc for Switch {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if on_mimalloc() {
+            MiMalloc.alloc(layout)
+        } else {
+            System.alloc(layout)
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if on_mimalloc() {
+            MiMalloc.alloc_zeroed(layout)
+        } else {
+            System.alloc_zeroed(layout)
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if on_mimalloc() && by_mimalloc(ptr) {
+            MiMalloc.dealloc(ptr, layout)
+        } else {
+            System.dealloc(ptr, layout)
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !on_mimalloc() {
+            return System.realloc(ptr, layout, new_size);
+        }
+        if by_mimalloc(ptr) {
+            return MiMalloc.realloc(ptr, layout, new_size);
+        }
+        // Made before the switch: grown there, where it can be given back.
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks made before the switch are grown and freed by the C library's allocator after
+    /// it, and new ones come from mimalloc (a block given to the wrong allocator would make
+    /// glibc abort the test process, or mimalloc report it).
+    #[test]
+    fn blocks_made_before_the_switch_go_back_where_they_came_from() {
+        let mut before: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 16 + i * 40]).collect();
+        let grown_before = vec![7u8; 100];
+        use_mimalloc();
+        let after: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 16 + i * 40]).collect();
+        // SAFETY: live blocks of this allocator.
+        unsafe {
+            assert!(!by_mimalloc(before[0].as_mut_ptr()));
+            assert!(by_mimalloc(after[1].as_ptr() as *mut u8));
+        }
+        let mut grown_before = grown_before;
+        grown_before.extend_from_slice(&[8u8; 10_000]);
+        assert_eq!(grown_before.len(), 10_100);
+        assert_eq!((grown_before[99], grown_before[100]), (7, 8));
+        for (i, v) in before.iter_mut().enumerate() {
+            v.truncate(2);
+            v.shrink_to_fit();
+            v.extend_from_slice(&[1; 3000]);
+            assert_eq!(v[0], i as u8);
+        }
+        drop(before);
+        drop(after);
+        drop(grown_before);
+        // Once switched, it stays switched.
+        assert!(on_mimalloc());
+    }
+}
