@@ -3,8 +3,10 @@
 //! Sessions are independent: each shard owns a [`Processor`] (and its own store), and every
 //! event of a session (its sub-agents' included) goes to the shard of the session's name.
 //! The calling thread reads the input, reads just enough of each line to route it
-//! (`event`, `session`, `id`), and writes the answers in input order; the shards parse and
-//! judge. Invariants:
+//! (`event`, `session`, `id`), judges shard 0's lines itself, and writes the answers in
+//! input order; each other shard parses and judges on a thread of its own. `--jobs N` is N
+//! threads in all: a routing thread of its own took a core's share of the time from the
+//! judging on two cores. Invariants:
 //!
 //! - The output is the serial output, line for line: a shard sees, in order, every event
 //!   that can touch its sessions, and a line in error touches no session (any shard may
@@ -190,18 +192,32 @@ impl Route<'_> {
 /// (SipHash of every line's session and every call id took a tenth of the router's time).
 const ROUTING: foldhash::fast::FixedState = foldhash::fast::FixedState::with_seed(0x6c6f_6f70);
 
-/// The shard of a session: sub-agent keys (`session#agent:…`) go with their session.
+/// Shares of the sessions: the routing thread judges [`LOCAL_SHARE`] of them for every
+/// [`SHARE`] each other shard judges, as it also reads and routes every line (about a sixth
+/// of a replay's time on one thread).
+const LOCAL_SHARE: u64 = 3;
+const SHARE: u64 = 5;
+
+/// The shard of a session: sub-agent keys (`session#agent:…`) go with their session; shard
+/// 0 (the routing thread's) takes a smaller share.
 fn shard_of(session: &str, shards: usize) -> usize {
     let base = session
         .split(loopbrake_core::engine::AGENT_SEPARATOR)
         .next()
         .unwrap_or(session);
-    (ROUTING.hash_one(base) % shards as u64) as usize
+    let parts = LOCAL_SHARE + SHARE * (shards as u64).saturating_sub(1);
+    match ROUTING.hash_one(base) % parts {
+        h if h < LOCAL_SHARE => 0,
+        h => 1 + ((h - LOCAL_SHARE) / SHARE) as usize,
+    }
 }
 
 struct Router<'a> {
+    /// Shard 0's processor, judging on the routing thread.
+    local: Processor,
+    /// Shards 1 and up: batches going to their threads.
     work: Vec<SyncSender<Batch>>,
-    /// Per shard: batches coming back with their answers.
+    /// Shards 1 and up: batches coming back with their answers.
     out: Vec<Receiver<Batch>>,
     /// Per shard: batches back and emptied, to be filled again.
     free: Vec<Vec<Batch>>,
@@ -258,7 +274,7 @@ fn gone() -> io::Error {
 
 impl Router<'_> {
     fn shards(&self) -> usize {
-        self.work.len()
+        self.work.len() + 1
     }
 
     fn send(&mut self, shard: usize, size: usize, w: Work) -> io::Result<()> {
@@ -296,9 +312,15 @@ impl Router<'_> {
             .pop()
             .unwrap_or_else(|| Batch::with_capacity(BATCH));
         let mut batch = std::mem::replace(&mut self.pending[shard], next);
+        if shard == 0 {
+            // Judged here, now: its answers are ready at once.
+            serve_batch(&mut self.local, &mut batch);
+            self.returned(0, batch);
+            return Ok(());
+        }
         // The batch's own (empty) list of spent answers becomes the router's next one.
         std::mem::swap(&mut batch.spent, &mut self.spent[shard]);
-        self.work[shard].send(batch).map_err(|_| gone())
+        self.work[shard - 1].send(batch).map_err(|_| gone())
     }
 
     /// A batch back from a shard: its answers join the shard's ready ones, and it is kept
@@ -313,8 +335,8 @@ impl Router<'_> {
     /// Writes the answers that are next in order and already there.
     fn write_ready(&mut self) -> io::Result<()> {
         while let Some(&(shard, size)) = self.order.front() {
-            if self.ready[shard].is_empty() {
-                match self.out[shard].try_recv() {
+            if self.ready[shard].is_empty() && shard > 0 {
+                match self.out[shard - 1].try_recv() {
                     Ok(batch) => self.returned(shard, batch),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return Err(gone()),
@@ -331,8 +353,12 @@ impl Router<'_> {
         Ok(())
     }
 
-    /// An answer written: it goes back to its shard to be freed there.
+    /// An answer written: it goes back to its shard to be freed there (the routing
+    /// thread's own are freed here).
     fn spend(&mut self, shard: usize, h: Handled) {
+        if shard == 0 {
+            return;
+        }
         // Bounded like the lines in flight (a shard that gets no more lines keeps none).
         if self.spent[shard].len() < MAX_IN_FLIGHT {
             self.spent[shard].push(h);
@@ -347,7 +373,14 @@ impl Router<'_> {
         while self.ready[shard].is_empty() {
             // Its line may still be waiting for a full batch.
             self.hand_over(shard)?;
-            let batch = self.out[shard].recv().map_err(|_| gone())?;
+            if shard == 0 {
+                // Judged by the hand-over, and still nothing: a line was lost.
+                if self.ready[0].is_empty() {
+                    return Err(gone());
+                }
+                break;
+            }
+            let batch = self.out[shard - 1].recv().map_err(|_| gone())?;
             self.returned(shard, batch);
         }
         let h = self.ready[shard].pop_front().ok_or_else(gone)?;
@@ -370,13 +403,17 @@ impl Router<'_> {
     }
 
     /// A question to an idle shard (after [`Router::drain`]).
-    fn ask<T>(&self, shard: usize, make: impl FnOnce(SyncSender<T>) -> Work) -> io::Result<T> {
+    fn ask<T>(&mut self, shard: usize, make: impl FnOnce(SyncSender<T>) -> Work) -> io::Result<T> {
         let (tx, rx) = mpsc::sync_channel(1);
-        let batch = Batch {
+        let mut batch = Batch {
             work: vec![make(tx)],
             ..Batch::with_capacity(0)
         };
-        self.work[shard].send(batch).map_err(|_| gone())?;
+        if shard == 0 {
+            serve_batch(&mut self.local, &mut batch);
+        } else {
+            self.work[shard - 1].send(batch).map_err(|_| gone())?;
+        }
         rx.recv().map_err(|_| gone())
     }
 
@@ -462,34 +499,40 @@ impl Router<'_> {
     }
 }
 
+/// Judges a batch with `p`: its lines' answers in `batch.answers` (questions are answered on
+/// their own channels), its bytes and spent answers freed.
+fn serve_batch(p: &mut Processor, batch: &mut Batch) {
+    batch.spent.clear();
+    let answers = &mut batch.answers;
+    answers.clear();
+    for w in batch.work.drain(..) {
+        answers.push(match w {
+            Work::Span(no, span) => p.handle_line(&batch.bytes[span], no),
+            Work::Event(no, v) => p.handle_owned(v, no),
+            Work::Error(no, msg) => p.error(no, &msg),
+            Work::Ambiguous(no, id, keys) => p.ambiguous_error(no, &id, &keys),
+            Work::OpenKeys(id, reply) => {
+                let _ = reply.send(p.open_keys(&id));
+                continue;
+            }
+            Work::OpenIds(reply) => {
+                let _ = reply.send(p.open_ids());
+                continue;
+            }
+        });
+    }
+    batch.bytes.clear();
+    if batch.bytes.capacity() > KEEP_BATCH_BYTES {
+        batch.bytes = Vec::new();
+    }
+}
+
 fn serve_shard(mut p: Processor, work: Receiver<Batch>, out: mpsc::Sender<Batch>) -> Processor {
     for mut batch in work {
-        batch.spent.clear();
-        let answers = &mut batch.answers;
-        answers.clear();
-        for w in batch.work.drain(..) {
-            answers.push(match w {
-                Work::Span(no, span) => p.handle_line(&batch.bytes[span], no),
-                Work::Event(no, v) => p.handle_owned(v, no),
-                Work::Error(no, msg) => p.error(no, &msg),
-                Work::Ambiguous(no, id, keys) => p.ambiguous_error(no, &id, &keys),
-                Work::OpenKeys(id, reply) => {
-                    let _ = reply.send(p.open_keys(&id));
-                    continue;
-                }
-                Work::OpenIds(reply) => {
-                    let _ = reply.send(p.open_ids());
-                    continue;
-                }
-            });
-        }
+        serve_batch(&mut p, &mut batch);
         if batch.answers.is_empty() {
             // A question's batch (see `Router::ask`): nothing goes back.
             continue;
-        }
-        batch.bytes.clear();
-        if batch.bytes.capacity() > KEEP_BATCH_BYTES {
-            batch.bytes = Vec::new();
         }
         if out.send(batch).is_err() {
             break;
@@ -516,6 +559,8 @@ pub fn run_sharded(
         return Ok(processors);
     }
     let n = processors.len();
+    let mut processors = processors.into_iter();
+    let local = processors.next().expect("two processors or more");
     std::thread::scope(|scope| {
         let mut work = Vec::new();
         let mut out = Vec::new();
@@ -528,6 +573,7 @@ pub fn run_sharded(
             out.push(orx);
         }
         let mut router = Router {
+            local,
             work,
             out,
             free: (0..n).map(|_| Vec::new()).collect(),
@@ -564,10 +610,14 @@ pub fn run_sharded(
         })();
         // Closing the queues ends the shards (after the lines already queued, if reading
         // stopped early).
-        drop(router);
-        let processors: Vec<Processor> = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        let local = router.local;
+        drop(router.work);
+        let processors: Vec<Processor> = std::iter::once(local)
+            .chain(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+            )
             .collect();
         read.map(|()| processors)
     })
