@@ -178,8 +178,16 @@ fn setup_codex(dir: &Path, toml: &str, port: u16) -> PathBuf {
 fn run_codex(dir: &Path, home: &Path) -> std::process::Output {
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
+    // Codex runs each command in a login shell: with the machine's own HOME, that shell
+    // reads the user's profile, and a profile that prints (pyenv's rehash, racing the
+    // other tests' shells, printed a random file name into a command's output) makes the
+    // same command's output differ from run to run, which loopbrake rightly reads as
+    // progress. An empty HOME of its own keeps the command's output the command's.
+    let user_home = dir.join("user-home");
+    std::fs::create_dir_all(&user_home).unwrap();
     let mut c = Command::new(codex_bin());
     c.current_dir(&work)
+        .env("HOME", &user_home)
         .env("CODEX_HOME", home)
         .env("MOCK_API_KEY", "x")
         .env("LOOPBRAKE_STATE", dir.join("state/state.db"))
