@@ -177,13 +177,141 @@ impl<'de> serde::Deserialize<'de> for Route<'de> {
     }
 }
 
-impl Route<'_> {
+impl<'a> Route<'a> {
+    /// The route of a line, read without a JSON parser where it can be: the line's
+    /// top-level keys, the string values of `event`, `session` and `id`, and every other
+    /// value skipped by its quotes and brackets (the routing read of every line was a fifth
+    /// of a two-core replay, on its serial thread, when serde read and checked every value
+    /// it skipped). A key or a routed value holding an escape, or a shape this reading does
+    /// not expect, goes to the full read. On a well-formed line both give the same route
+    /// (the last of duplicate keys wins); on a line that is not JSON the quick reading may
+    /// give a route where the full one gives none, which is harmless: a line in error
+    /// touches no session, so any shard may answer it.
+    fn of_line(line: &'a [u8]) -> Route<'a> {
+        Route::scan(line)
+            .unwrap_or_else(|| serde_json::from_slice::<Route>(line).unwrap_or_default())
+    }
+
+    /// The quick reading of [`Route::of_line`]: `None` when it cannot settle the route.
+    fn scan(line: &'a [u8]) -> Option<Route<'a>> {
+        let mut r = Route::default();
+        let mut i = skip_blanks(line, 0);
+        if line.get(i) != Some(&b'{') {
+            return None;
+        }
+        i = skip_blanks(line, i + 1);
+        if line.get(i) == Some(&b'}') {
+            return Some(r);
+        }
+        loop {
+            if line.get(i) != Some(&b'"') {
+                return None;
+            }
+            let (key, after) = plain_string(line, i + 1)?;
+            i = skip_blanks(line, after);
+            if line.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_blanks(line, i + 1);
+            let slot = match key {
+                b"event" => Some(&mut r.event),
+                b"session" => Some(&mut r.session),
+                b"id" => Some(&mut r.id),
+                _ => None,
+            };
+            i = match slot {
+                Some(slot) if line.get(i) == Some(&b'"') => {
+                    let (value, after) = plain_string(line, i + 1)?;
+                    *slot = Some(Cow::Borrowed(std::str::from_utf8(value).ok()?));
+                    after
+                }
+                Some(slot) => {
+                    // Like the full read: a value that is not a string routes nothing.
+                    *slot = None;
+                    skip_value(line, i)?
+                }
+                None => skip_value(line, i)?,
+            };
+            i = skip_blanks(line, i);
+            match line.get(i) {
+                Some(b',') => i = skip_blanks(line, i + 1),
+                Some(b'}') => return Some(r),
+                _ => return None,
+            }
+        }
+    }
+
     fn of_value(v: &Value) -> Route<'_> {
         let s = |k: &str| v.get(k).and_then(Value::as_str).map(Cow::Borrowed);
         Route {
             event: s("event"),
             session: s("session"),
             id: s("id"),
+        }
+    }
+}
+
+/// The index of the first byte from `i` that is not JSON whitespace.
+fn skip_blanks(line: &[u8], mut i: usize) -> usize {
+    while matches!(line.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// A string's bytes from `start` (just after its opening quote) to its closing quote, and
+/// the index after that quote; `None` when it holds an escape or does not close.
+fn plain_string(line: &[u8], start: usize) -> Option<(&[u8], usize)> {
+    let end = start + memchr::memchr2(b'"', b'\\', line.get(start..)?)?;
+    (line[end] == b'"').then(|| (&line[start..end], end + 1))
+}
+
+/// The index after a string whose opening quote is just before `i`.
+fn skip_string(line: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        let at = i + memchr::memchr2(b'"', b'\\', line.get(i..)?)?;
+        if line[at] == b'"' {
+            return Some(at + 1);
+        }
+        // An escape: its next byte is never the string's end.
+        i = at + 2;
+    }
+}
+
+/// The index after the value that starts at `i`: a string to its closing quote, an object
+/// or array to its closing bracket (strings inside skipped whole), anything else to the
+/// next comma, closing bracket or blank.
+fn skip_value(line: &[u8], mut i: usize) -> Option<usize> {
+    match line.get(i)? {
+        b'"' => skip_string(line, i + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match line.get(i)? {
+                    b'"' => {
+                        i = skip_string(line, i + 1)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            while !matches!(
+                line.get(i),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                i += 1;
+            }
+            Some(i)
         }
     }
 }
@@ -591,7 +719,7 @@ pub fn run_sharded(
             router.rebuild()?;
             let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
                 Input::Line(no, bytes) => {
-                    let route = serde_json::from_slice::<Route>(bytes).unwrap_or_default();
+                    let route = Route::of_line(bytes);
                     match router.target(route, no)? {
                         Target::Shard(shard) => router.send_line(shard, no, bytes),
                         Target::Refused(shard, error) => router.send(shard, bytes.len(), error),
@@ -621,4 +749,111 @@ pub fn run_sharded(
             .collect();
         read.map(|()| processors)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn owned(r: &Route) -> [Option<String>; 3] {
+        [&r.event, &r.session, &r.id].map(|v| v.as_deref().map(str::to_string))
+    }
+
+    /// A top-level key: a routed one (sometimes written with an escape) or another.
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            r#""event""#,
+            r#""session""#,
+            r#""id""#,
+            r#""tool""#,
+            r#""args""#,
+            r#""outcome""#,
+            r#""\u0069d""#,
+            r#""sess\u0069on""#,
+            r#""ev\"ent""#,
+        ])
+        .prop_map(str::to_string)
+    }
+
+    /// A value: strings plain and escaped, scalars, and nested JSON with strings holding
+    /// quotes, brackets and backslashes.
+    fn value() -> impl Strategy<Value = String> {
+        let nested = any::<Vec<(String, Option<i64>)>>().prop_map(|items| {
+            let v: Vec<Value> = items
+                .into_iter()
+                .map(|(s, n)| serde_json::json!({"s": s, "n": n, "a": [s, {"k": "}]\\\"["}]}))
+                .collect();
+            serde_json::to_string(&v).unwrap()
+        });
+        prop_oneof![
+            "[a-z0-9#/:._ -]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap()),
+            Just("null".to_string()),
+            Just("true".to_string()),
+            any::<i32>().prop_map(|n| n.to_string()),
+            Just("-1.5e3".to_string()),
+            Just("{}".to_string()),
+            Just("[]".to_string()),
+            nested,
+        ]
+    }
+
+    fn blank() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", " ", "  ", "\t", " \r "]).prop_map(str::to_string)
+    }
+
+    proptest! {
+        /// On a well-formed object, the quick reading gives the full read's route whenever
+        /// it gives one, and it gives one for every line whose keys and routed values hold
+        /// no escape.
+        #[test]
+        fn the_quick_route_is_the_full_route(
+            fields in prop::collection::vec((key(), value(), blank(), blank()), 0..7),
+            edge in (blank(), blank()),
+        ) {
+            let body: Vec<String> = fields
+                .iter()
+                .map(|(k, v, b1, b2)| format!("{b1}{k}{b2}:{b1}{v}{b2}"))
+                .collect();
+            let line = format!("{}{{{}}}{}", edge.0, body.join(","), edge.1);
+            prop_assert!(serde_json::from_str::<Value>(&line).is_ok(), "{}", line);
+            let full: Route = serde_json::from_slice(line.as_bytes()).unwrap();
+            let quick = Route::scan(line.as_bytes());
+            if let Some(quick) = &quick {
+                prop_assert_eq!(owned(quick), owned(&full), "{}", line);
+            }
+            let escaped = fields.iter().any(|(k, v, _, _)| {
+                k.contains('\\')
+                    || (["\"event\"", "\"session\"", "\"id\""].contains(&k.as_str())
+                        && v.starts_with('"')
+                        && v.contains('\\'))
+            });
+            prop_assert_eq!(quick.is_some(), !escaped, "{}", line);
+            prop_assert_eq!(owned(&Route::of_line(line.as_bytes())), owned(&full));
+        }
+    }
+
+    #[test]
+    fn the_quick_route_on_lines_that_are_not_json_falls_back_or_routes() {
+        // Anything it cannot settle goes to the full read, which routes nothing.
+        for line in [
+            &b"[1]"[..],
+            b"",
+            b"{",
+            b"{\"event\" \"call\"}",
+            b"{\"a\":1 \"b\":2}",
+            b"{\"id\":\"x",
+        ] {
+            assert!(
+                Route::scan(line).is_none(),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert_eq!(owned(&Route::of_line(line)), [None, None, None]);
+        }
+        // The last of duplicate keys wins, a value that is not a string routes nothing.
+        let r = Route::of_line(br#"{"session":"a","id":"1","session":"b","event":"call","id":7}"#);
+        assert_eq!(owned(&r), [Some("call".into()), Some("b".into()), None]);
+    }
 }
