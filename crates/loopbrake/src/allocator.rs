@@ -1,6 +1,5 @@
-//! The command's memory allocator: the C library's for a process that lives a moment (a
-//! hook, `explain`, `init`), mimalloc for one that judges many events (`replay`, `tune`,
-//! `serve`, `mcp`, `ui`).
+//! The command's memory allocator: mimalloc for the commands that judge recorded events in
+//! bulk (`replay`, `tune`), the C library's for every other (a hook above all).
 //!
 //! A hook is a fresh process per tool call: mimalloc's first allocations cost it about
 //! 0.15 ms of start-up (BENCHMARKS.md, issue 14), which every tool call would pay. A replay

@@ -12,7 +12,7 @@ static ALLOCATOR: allocator::Switch = allocator::Switch;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    if args.judges_many_events() {
+    if args.judges_in_bulk() {
         allocator::use_mimalloc();
     }
     match cli::run(args) {

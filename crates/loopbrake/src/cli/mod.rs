@@ -90,18 +90,13 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Whether this command lives to judge many events (a replay, a sweep, a server, a
-    /// proxy, the dashboard) rather than one (a hook) or none: the binary gives those a
-    /// faster allocator, whose start-up a hook would pay on every tool call.
-    pub fn judges_many_events(&self) -> bool {
-        matches!(
-            self.command,
-            Command::Replay(_)
-                | Command::Tune(_)
-                | Command::Serve { .. }
-                | Command::Mcp(_)
-                | Command::Ui { .. }
-        )
+    /// Whether this command judges recorded events in bulk (a replay, a sweep): the binary
+    /// gives those a faster allocator. Not a hook, which would pay its start-up on every
+    /// tool call, and not the MCP proxy, whose calls come one at a time with cold caches:
+    /// there mimalloc measured no faster and its CPU per message a little higher
+    /// (BENCHMARKS.md, issue 26, sixth round).
+    pub fn judges_in_bulk(&self) -> bool {
+        matches!(self.command, Command::Replay(_) | Command::Tune(_))
     }
 }
 
