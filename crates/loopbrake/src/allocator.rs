@@ -34,12 +34,37 @@ pub fn use_mimalloc() {
     // 39 (one thread: 11 against 17), at no cost in time that a replay shows.
     const ARENA_EAGER_COMMIT: mi_option_t = 4;
     const ALLOW_THP: mi_option_t = 37;
-    // SAFETY: plain setters of mimalloc's option table, safe to call at any time.
+    // SAFETY: plain setters of mimalloc's option table, safe to call at any time; then its
+    // process set-up, once, before its first allocation (on the calling thread, before any
+    // other uses it).
     unsafe {
         mi_option_set(ARENA_EAGER_COMMIT, 0);
         mi_option_set(ALLOW_THP, 0);
+        set_up_mimalloc();
     }
     MIMALLOC.store(true, Ordering::Relaxed);
+}
+
+// mimalloc 2's own process set-up, and whether it is still to be done: what its load-time
+// constructor calls, which the workspace's build leaves out (`MI_PRIM_HAS_PROCESS_ATTACH`,
+// .cargo/config.toml) so that a process that never switches (a hook) does not pay for it.
+extern "C" {
+    fn _mi_preloading() -> bool;
+    fn _mi_auto_process_init();
+}
+
+/// Sets mimalloc up unless its constructor did (a build with a CFLAGS of its own).
+///
+/// # Safety
+/// Called once, before mimalloc's first allocation.
+unsafe fn set_up_mimalloc() {
+    // SAFETY: mimalloc's own entry points for its process start, as its constructor calls
+    // them; `_mi_preloading` is true until that set-up ran.
+    unsafe {
+        if _mi_preloading() {
+            _mi_auto_process_init();
+        }
+    }
 }
 
 fn on_mimalloc() -> bool {
