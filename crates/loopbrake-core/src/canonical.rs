@@ -36,13 +36,25 @@ pub enum CanonicalError {
 /// A sink the canonical writer appends to.
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// About `n` more bytes are coming (a string about to be written): a buffer makes room
+    /// for them at once rather than doubling its way there.
+    fn expect(&mut self, _n: usize) {}
 }
 
 impl Sink for Vec<u8> {
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
     }
+
+    fn expect(&mut self, n: usize) {
+        self.reserve(n);
+    }
 }
+
+/// The first size of a buffer for canonical text: most arguments fit, so it is not grown
+/// byte-doubling from 8 on every call.
+const FIRST_CAPACITY: usize = 256;
 
 /// SHA-256 as a sink (it buffers whole 64-byte blocks itself).
 struct HashSink {
@@ -76,7 +88,7 @@ impl Sink for HashSink {
 /// assert_eq!(text, r#"{"a":[1,{"c":3,"d":2}],"b":1}"#);
 /// ```
 pub fn canonical_json(value: &Value) -> Result<String, CanonicalError> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(FIRST_CAPACITY);
     write_value(&mut out, value, 0)?;
     // The writer only emits valid UTF-8 (it copies `str` data and ASCII escapes).
     Ok(String::from_utf8(out).expect("canonical writer emits UTF-8"))
@@ -154,7 +166,19 @@ pub fn canonical_args_without(
     args: &Value,
     skip: impl Fn(&str) -> bool,
 ) -> Result<String, CanonicalError> {
-    let mut out = Vec::new();
+    canonical_args_without_after(String::new(), args, skip)
+}
+
+/// `prefix` followed by [`canonical_args_without`], written into `prefix`'s own buffer (the
+/// breaker's `exact:` fingerprint is `exact:{tool}:` and that text: written once, it is
+/// neither copied nor allocated twice).
+pub fn canonical_args_without_after(
+    prefix: String,
+    args: &Value,
+    skip: impl Fn(&str) -> bool,
+) -> Result<String, CanonicalError> {
+    let mut out = prefix.into_bytes();
+    out.reserve(FIRST_CAPACITY);
     match args {
         Value::Null => out.put(b"{}"),
         Value::Object(map) => {
@@ -171,6 +195,7 @@ pub fn canonical_args_without(
             }
         }
     }
+    // The prefix was a `String`, and the writer only emits valid UTF-8.
     Ok(String::from_utf8(out).expect("canonical writer emits UTF-8"))
 }
 
@@ -279,6 +304,7 @@ const NEEDS_ESCAPE: [bool; 256] = {
 /// `JSON.stringify` string escaping: `"` `\\` and the C0 controls; short forms for
 /// `\b \f \n \r \t`, `\u00xx` (lowercase hex) for the rest; everything else verbatim.
 fn write_string<S: Sink>(out: &mut S, s: &str) {
+    out.expect(s.len() + 2);
     out.put(b"\"");
     let mut rest = s.as_bytes();
     while let Some(i) = rest.iter().position(|&b| NEEDS_ESCAPE[b as usize]) {

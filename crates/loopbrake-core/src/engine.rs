@@ -10,6 +10,7 @@
 //! arrives is settled as declined, and the settlement is reported with that event. The
 //! same call judged again (its id, while its ask is pending) is asked again instead.
 
+use crate::breaker::fingerprint::ExactText;
 use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
 use crate::canonical::CanonicalError;
 use crate::config::Config;
@@ -476,9 +477,9 @@ impl Engine {
         // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash. Object
         // arguments with no decoy key the breaker leaves out are written canonically once,
         // for this digest and for the breaker's `exact:` fingerprint (the same text).
-        let exact = self.shared_canonical(call)?;
+        let exact = self.shared_exact(call)?;
         let full = match &exact {
-            Some(text) => crate::canonical::digest_of_canonical(call.tool, text),
+            Some(e) => crate::canonical::digest_of_canonical(call.tool, e.canonical()),
             None => crate::canonical::call_digest(call.tool, call.args)?,
         };
         let digest = u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1);
@@ -549,7 +550,7 @@ impl Engine {
             call.id,
             call.tool,
             call.args,
-            exact.as_deref(),
+            exact.map(|e| (e, &full)),
         )?;
         let status = self.apply(&mut d, v);
         if !seen {
@@ -564,10 +565,10 @@ impl Engine {
         Ok(d)
     }
 
-    /// The canonical text of a call's arguments when both the call digest and the
-    /// breaker's `exact:` fingerprint are made of it: object arguments of a tool the
-    /// breaker judges, with none of the keys it leaves out.
-    fn shared_canonical(&self, call: &Call<'_>) -> Result<Option<String>, EngineError> {
+    /// The breaker's `exact:` text of a call when the call digest is made of its canonical
+    /// part too: object arguments of a tool the breaker judges, with none of the keys it
+    /// leaves out.
+    fn shared_exact(&self, call: &Call<'_>) -> Result<Option<ExactText>, EngineError> {
         let Value::Object(map) = call.args else {
             return Ok(None);
         };
@@ -578,7 +579,7 @@ impl Engine {
         if map.keys().any(|k| ignored(k)) {
             return Ok(None);
         }
-        Ok(Some(crate::canonical::canonical_json(call.args)?))
+        Ok(Some(ExactText::of(call.tool, call.args)?))
     }
 
     /// What the call's `exact:` identity returned the last time it ran, when the breaker's

@@ -165,21 +165,29 @@ impl ToolClasses {
     /// a string, or a list of strings: an argv array (`["bash", "-lc", "…"]`) is reduced to
     /// its script, or joined with spaces; a `commands` list (Cline's `run_commands`: one
     /// complete command per item) is joined line by line.
-    pub fn command_line(&self, args: &serde_json::Value) -> Option<String> {
+    ///
+    /// Borrowed from the arguments when it is one string (the common case: a call's
+    /// command is read three times, by the fingerprints, the shell-HTTP check and the
+    /// mutation check).
+    pub fn command_line<'a>(
+        &self,
+        args: &'a serde_json::Value,
+    ) -> Option<std::borrow::Cow<'a, str>> {
         use serde_json::Value;
+        use std::borrow::Cow;
         self.shell_command_args
             .iter()
             .find_map(|key| match args.get(key) {
-                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::String(s)) => Some(Cow::Borrowed(s.as_str())),
                 Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
                     let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                    Some(if key == "commands" {
+                    Some(Cow::Owned(if key == "commands" {
                         words.join("\n")
                     } else if words.len() >= 3 && matches!(words[1], "-c" | "-lc" | "-ic") {
                         words[2..].join(" ")
                     } else {
                         words.join(" ")
-                    })
+                    }))
                 }
                 _ => None,
             })

@@ -5,10 +5,11 @@
 use super::config::{BreakerConfig, LocalHosts};
 use super::shell::{sink_of, strip_tokens, tokenize, verb_of, GENERIC_SINKS};
 use super::url::{extract_urls, is_local_host, norm_url};
-use crate::canonical::{canonical_args_without, CanonicalError};
+use crate::canonical::{canonical_args_without_after, digest_of_canonical, CanonicalError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
 /// The kind of a fingerprint: the text before its first `:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -97,8 +98,9 @@ impl Kind {
     }
 }
 
-/// A compact identity of a fingerprint: the first 8 bytes of its SHA-256. Session state
-/// stores only these, never the fingerprint text (which can carry argument values).
+/// A compact identity of a fingerprint: the first 8 bytes of its SHA-256 (for `exact:`,
+/// of the call hash of the same arguments, [`FpId::of_exact`]). Session state stores only
+/// these, never the fingerprint text (which can carry argument values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct FpId(pub u64);
@@ -108,6 +110,54 @@ impl FpId {
     pub fn of(text: &str) -> Self {
         let d = Sha256::digest(text.as_bytes());
         FpId(u64::from_be_bytes(d[..8].try_into().expect("8 bytes")))
+    }
+
+    /// The id of the `exact:` fingerprint `exact:{tool}:{canonical}`: the first 8 bytes of
+    /// its call hash, `sha256(tool + "\n" + canonical)`
+    /// ([`crate::canonical::digest_of_canonical`]). The engine has that hash already for
+    /// the streak brake, so the arguments, the longest text of a call, are hashed once.
+    pub fn of_exact(call_hash: &[u8; 32]) -> Self {
+        FpId(u64::from_be_bytes(
+            call_hash[..8].try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+/// The text of a call's `exact:` fingerprint, `exact:{tool}:` and the canonical JSON of its
+/// arguments, written once: the engine hashes the canonical part for the call hash, and the
+/// breaker keeps the whole as the fingerprint's text, without a copy.
+#[derive(Debug)]
+pub(crate) struct ExactText {
+    text: String,
+    /// Where the canonical arguments start.
+    at: usize,
+}
+
+impl ExactText {
+    /// The text for `tool` and its arguments as they are (no decoy key left out): for
+    /// object arguments, the canonical part is `canonical_json(args)`.
+    pub(crate) fn of(tool: &str, args: &Value) -> Result<Self, CanonicalError> {
+        ExactText::without(tool, args, |_| false)
+    }
+
+    /// The text for `tool` and its arguments with the keys `skip` answers true for left
+    /// out ([`crate::canonical::canonical_args_without`]).
+    fn without(
+        tool: &str,
+        args: &Value,
+        skip: impl Fn(&str) -> bool,
+    ) -> Result<Self, CanonicalError> {
+        let prefix = ["exact:", tool, ":"].concat();
+        let at = prefix.len();
+        Ok(ExactText {
+            text: canonical_args_without_after(prefix, args, skip)?,
+            at,
+        })
+    }
+
+    /// The canonical arguments.
+    pub(crate) fn canonical(&self) -> &str {
+        &self.text[self.at..]
     }
 }
 
@@ -144,9 +194,18 @@ impl FingerprintSet {
         if self.fps.iter().any(|f| f.text == text) {
             return;
         }
+        let id = FpId::of(&text);
+        self.push_with_id(cfg, text, id);
+    }
+
+    /// The `exact:` fingerprint, always the first (nothing to de-duplicate against).
+    fn push_exact(&mut self, cfg: &BreakerConfig, exact: ExactText, hash: &[u8; 32]) {
+        self.push_with_id(cfg, exact.text, FpId::of_exact(hash));
+    }
+
+    fn push_with_id(&mut self, cfg: &BreakerConfig, text: String, id: FpId) {
         let kind = Kind::of(&text);
         let limit = cfg.limit_for(&text);
-        let id = FpId::of(&text);
         self.fps.push(Fingerprint {
             text,
             kind,
@@ -158,7 +217,7 @@ impl FingerprintSet {
 
 /// The shell command of a shell tool's arguments ([`super::config::ToolClasses::command_line`]),
 /// or nothing.
-pub(crate) fn shell_command(cfg: &BreakerConfig, args: &Value) -> String {
+pub(crate) fn shell_command<'a>(cfg: &BreakerConfig, args: &'a Value) -> Cow<'a, str> {
     cfg.tools().command_line(args).unwrap_or_default()
 }
 
@@ -179,32 +238,32 @@ pub fn fingerprints(
     fingerprints_with(cfg, tool, args, None)
 }
 
-/// [`fingerprints`], given the canonical text of object arguments that hold none of the
-/// decoy keys when the caller has written it already (`canonical_json(args)`): nothing is
-/// then stripped, and the decoy keys are not looked for again.
+/// [`fingerprints`], given the `exact:` text of object arguments that hold none of the
+/// decoy keys when the caller has written it already ([`ExactText::of`]), with its call
+/// hash (`digest_of_canonical(tool, exact.canonical())`): nothing is then stripped, the
+/// decoy keys are not looked for again, and the text is neither hashed nor copied again.
 pub(crate) fn fingerprints_with(
     cfg: &BreakerConfig,
     tool: &str,
     args: &Value,
-    exact: Option<&str>,
+    exact: Option<(ExactText, &[u8; 32])>,
 ) -> Result<FingerprintSet, CanonicalError> {
     let mut set = FingerprintSet {
         class: "other",
         ..FingerprintSet::default()
     };
-    let written;
-    let exact = match exact {
-        Some(text) => text,
+    match exact {
+        Some((text, hash)) => set.push_exact(cfg, text, hash),
         None => {
             let ignored = cfg.ignored_keys(tool);
             if let Value::Object(map) = args {
                 set.stripped = map.keys().filter(|k| ignored(k)).cloned().collect();
             }
-            written = canonical_args_without(args, &ignored)?;
-            &written
+            let text = ExactText::without(tool, args, &ignored)?;
+            let hash = digest_of_canonical(tool, text.canonical());
+            set.push_exact(cfg, text, &hash);
         }
-    };
-    set.push(cfg, format!("exact:{tool}:{exact}"));
+    }
 
     if cfg.tools().is_shell(tool) {
         set.class = "shell";
@@ -284,6 +343,41 @@ mod tests {
             .into_iter()
             .map(|f| f.text)
             .collect()
+    }
+
+    proptest::proptest! {
+        /// The `exact:` id the engine passes in (from the call hash it has already) is the
+        /// id of the same fingerprint made from the arguments alone: the set is the same
+        /// either way, so the breaker's counts and output memory agree with `explain` and
+        /// with the stopped-call judgement (which look fingerprints up from the arguments).
+        #[test]
+        fn the_engines_exact_id_is_the_exact_id(
+            tool in proptest::sample::select(vec!["bash", "WebFetch", "Read", "shell", "t"]),
+            entries in proptest::collection::vec(
+                ("[a-z_]{1,8}", "[ -~]{0,40}"),
+                0..5,
+            ),
+        ) {
+            let cfg = BreakerConfig::default();
+            let ignored = cfg.ignored_keys(tool);
+            let args = Value::Object(
+                entries
+                    .into_iter()
+                    .filter(|(k, _)| !ignored(k))
+                    .map(|(k, v)| (k, Value::String(format!("curl https://a.example/{v}"))))
+                    .collect(),
+            );
+            let exact = ExactText::of(tool, &args).unwrap();
+            proptest::prop_assert_eq!(
+                exact.canonical(),
+                crate::canonical::canonical_json(&args).unwrap()
+            );
+            let hash = digest_of_canonical(tool, exact.canonical());
+            let given = fingerprints_with(&cfg, tool, &args, Some((exact, &hash))).unwrap();
+            let alone = fingerprints(&cfg, tool, &args).unwrap();
+            proptest::prop_assert_eq!(&given, &alone);
+            proptest::prop_assert_eq!(given.fps[0].id, FpId::of_exact(&hash));
+        }
     }
 
     #[test]

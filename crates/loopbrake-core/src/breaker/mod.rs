@@ -549,14 +549,15 @@ impl Breaker {
     }
 
     /// [`Breaker::pre`], given the canonical text of object arguments holding no decoy key
-    /// when the engine has written it already (see `fingerprint::fingerprints_with`).
+    /// and its call hash when the engine has them already (see
+    /// `fingerprint::fingerprints_with`).
     pub(crate) fn pre_with(
         &self,
         st: &mut BreakerState,
         call_id: &str,
         tool: &str,
         args: &Value,
-        exact: Option<&str>,
+        exact: Option<(fingerprint::ExactText, &[u8; 32])>,
     ) -> Result<BreakerVerdict, CanonicalError> {
         if !self.judges(tool) {
             return Ok(BreakerVerdict::Proceed { advisory: None });
