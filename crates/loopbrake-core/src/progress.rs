@@ -99,6 +99,59 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
         &text[..end]
     });
     let mut buf = Vec::with_capacity(64 + text.map_or(0, str::len));
+    fields_line(o, &mut buf);
+    if let Some(text) = text {
+        normalise_into(text, &mut buf);
+    }
+    let mut h = Sha256::new();
+    h.update(&buf);
+    let d = h.finalize();
+    Some(OutputDigest(u64::from_be_bytes(
+        d[..8].try_into().expect("8 bytes"),
+    )))
+}
+
+/// The outcome's fields as the digest's first line: each field's `Debug` form, joined by
+/// `|`. Written by hand when no field holds a string (nearly always): through `writeln!`
+/// the line took a thousand instructions a result.
+fn fields_line(o: &Outcome, buf: &mut Vec<u8>) {
+    if o.signal.is_some() || o.error_code.is_some() {
+        fields_line_debug(o, buf);
+        return;
+    }
+    let flag = |b: Option<bool>| -> &'static [u8] {
+        if b.unwrap_or(false) {
+            b"true"
+        } else {
+            b"false"
+        }
+    };
+    let mut int = itoa::Buffer::new();
+    buf.extend_from_slice(flag(o.is_error));
+    buf.push(b'|');
+    buf.extend_from_slice(int.format(o.exit_code.unwrap_or(0)).as_bytes());
+    buf.push(b'|');
+    match o.status_code {
+        Some(code) => {
+            buf.extend_from_slice(b"Some(");
+            buf.extend_from_slice(int.format(code).as_bytes());
+            buf.push(b')');
+        }
+        None => buf.extend_from_slice(b"None"),
+    }
+    buf.push(b'|');
+    buf.extend_from_slice(flag(o.timed_out));
+    // The signal: none here.
+    buf.extend_from_slice(b"|None|");
+    buf.extend_from_slice(flag(o.sandbox_denied));
+    buf.push(b'|');
+    buf.extend_from_slice(flag(o.background));
+    // The error code: none here.
+    buf.extend_from_slice(b"|None\n");
+}
+
+/// The fields line through `Debug` (what [`fields_line`] writes by hand otherwise).
+fn fields_line_debug(o: &Outcome, buf: &mut Vec<u8>) {
     writeln!(
         buf,
         "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
@@ -112,15 +165,6 @@ pub fn digest(o: &Outcome) -> Option<OutputDigest> {
         o.error_code
     )
     .expect("writing to a Vec cannot fail");
-    if let Some(text) = text {
-        normalise_into(text, &mut buf);
-    }
-    let mut h = Sha256::new();
-    h.update(&buf);
-    let d = h.finalize();
-    Some(OutputDigest(u64::from_be_bytes(
-        d[..8].try_into().expect("8 bytes"),
-    )))
 }
 
 /// Units that make a number a duration (`12ms`, `0.5 s`, `3 seconds`).
@@ -228,124 +272,93 @@ fn trim_line_end(out: &mut Vec<u8>, floor: usize) {
 
 /// [`normalise`] appended to a byte buffer, in one pass (the digest hashes the bytes
 /// directly); what the buffer held before is left as it was.
+///
+/// Most of a text passes unchanged: bytes are copied in runs, from `kept` (the first byte
+/// not yet copied) up to a byte that is masked, dropped or ends a line, not word by word.
 fn normalise_into(text: &str, out: &mut Vec<u8>) {
     let floor = out.len();
     let b = text.as_bytes();
+    // The bytes `b[kept..i]` are to be copied as they are.
+    let mut kept = 0;
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
-        let word_start = i == 0 || !is_word(b[i - 1]);
+        let k = CLASS[c as usize];
+        if k & (WORD | SPECIAL) == 0 {
+            // Blanks, punctuation, the bytes of non-ASCII characters: kept as they are.
+            i += 1;
+            continue;
+        }
         match c {
-            // Terminal escapes: CSI (`ESC [ … final`) and OSC (`ESC ] … BEL` or `ESC \`).
+            // A terminal escape, dropped.
             0x1b => {
-                i += 1;
-                match b.get(i) {
-                    Some(b'[') => {
-                        i += 1;
-                        while i < b.len() && !(0x40..=0x7e).contains(&b[i]) {
-                            i += 1;
-                        }
-                        i += 1;
-                    }
-                    Some(b']') => {
-                        while i < b.len() && b[i] != 0x07 && !(b[i] == b'\\' && b[i - 1] == 0x1b) {
-                            i += 1;
-                        }
-                        i += 1;
-                    }
-                    Some(n) if n.is_ascii() => i += 1,
-                    _ => {}
-                }
+                out.extend_from_slice(&b[kept..i]);
+                i = escape_end(b, i);
+                kept = i;
             }
             b'\r' | b'\n' => {
+                out.extend_from_slice(&b[kept..i]);
                 if c == b'\n' || b.get(i + 1) != Some(&b'\n') {
                     trim_line_end(out, floor);
                     out.push(b'\n');
                 }
                 i += 1;
+                kept = i;
             }
             b'/' => {
-                if let Some(p) = TEMP_PREFIXES
-                    .iter()
-                    .find(|p| b[i..].starts_with(p.as_bytes()))
-                {
-                    out.extend_from_slice(p.as_bytes());
+                if let Some((prefix, end)) = temp_path_at(b, i) {
+                    out.extend_from_slice(&b[kept..i + prefix]);
                     out.push(b'#');
-                    i += p.len();
-                    while i < b.len() && !b[i].is_ascii_whitespace() && !b"'\"`:),;".contains(&b[i])
-                    {
-                        i += 1;
-                    }
+                    i = end;
+                    kept = i;
                 } else {
-                    out.push(c);
                     i += 1;
                 }
             }
-            c if is_word(c) => {
-                if word_start && c == b'0' && matches!(b.get(i + 1), Some(b'x' | b'X')) {
-                    let n = b[i + 2..]
-                        .iter()
-                        .take_while(|c| c.is_ascii_hexdigit())
-                        .count();
-                    if n > 0 && !b.get(i + 2 + n).is_some_and(|c| is_word(*c)) {
-                        out.extend_from_slice(b"0x#");
-                        i += 2 + n;
-                        continue;
-                    }
-                }
+            _ => {
+                // A word byte.
+                let word_start = i == 0 || !is_word(b[i - 1]);
                 if word_start {
-                    // The whole word in one pass: its length and what its bytes are.
-                    let (mut n, mut all) = (0, HEX);
-                    let mut any = 0;
-                    for &x in &b[i..] {
-                        let k = CLASS[x as usize];
-                        if k & WORD == 0 {
-                            break;
-                        }
-                        n += 1;
-                        all &= k;
-                        any |= k;
-                    }
-                    let w = &b[i..i + n];
-                    let digit = any & DIGIT != 0;
-                    let hexish = n >= 8 && all & HEX != 0 && digit && any & ALPHA != 0;
-                    let temp = n >= 8 && w.starts_with(b"tmp") && digit;
-                    if hexish || temp {
+                    if let Some(n) = hex_address_at(b, i) {
+                        out.extend_from_slice(&b[kept..i + 2]);
                         out.push(b'#');
-                        i += n;
+                        i += 2 + n;
+                        kept = i;
                         continue;
                     }
-                    if !digit {
-                        // No number in it: the word as it is, in one copy.
-                        out.extend_from_slice(w);
-                        i += n;
+                    let w = word_at(b, i);
+                    if w.masked {
+                        out.extend_from_slice(&b[kept..i]);
+                        out.push(b'#');
+                        i += w.len;
+                        kept = i;
+                        continue;
+                    }
+                    if !w.digit {
+                        // No number in it: kept as it is.
+                        i += w.len;
                         continue;
                     }
                 }
                 if !c.is_ascii_digit() {
-                    // Letters up to the next digit or the end of the word, in one copy.
-                    let n = b[i..]
+                    // Letters up to the next digit or the end of the word: kept.
+                    i += b[i..]
                         .iter()
                         .take_while(|c| is_word(**c) && !c.is_ascii_digit())
                         .count();
-                    out.extend_from_slice(&b[i..i + n]);
-                    i += n;
                     continue;
                 }
-                i = number(text, i, out);
-            }
-            _ => {
-                // A run of such bytes (blanks, punctuation, the bytes of non-ASCII
-                // characters) is copied as it is, in one copy.
-                let n = b[i..]
-                    .iter()
-                    .take_while(|c| CLASS[**c as usize] & (WORD | SPECIAL) == 0)
-                    .count();
-                out.extend_from_slice(&b[i..i + n]);
-                i += n;
+                let (end, masked) = number(text, i);
+                if masked {
+                    out.extend_from_slice(&b[kept..i]);
+                    out.push(b'#');
+                    kept = end;
+                }
+                i = end;
             }
         }
     }
+    out.extend_from_slice(&b[kept.min(b.len())..]);
     trim_line_end(out, floor);
     while out.len() > floor && out.last() == Some(&b'\n') {
         out.pop();
@@ -353,9 +366,95 @@ fn normalise_into(text: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// A temporary path at `i` (a `/`): the length of its prefix (`/tmp/`, …) and the index
+/// where its masked segment ends (a blank, a quote or punctuation that closes a path); `None`
+/// when no temporary prefix starts there.
+fn temp_path_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    let prefix = TEMP_PREFIXES
+        .iter()
+        .find(|p| b[i..].starts_with(p.as_bytes()))?
+        .len();
+    let mut end = i + prefix;
+    while end < b.len() && !b[end].is_ascii_whitespace() && !b"'\"`:),;".contains(&b[end]) {
+        end += 1;
+    }
+    Some((prefix, end))
+}
+
+/// The length of the hex digits of a hexadecimal address (`0x7f3a…`) starting at `i`, a
+/// word's start; `None` when there is none.
+fn hex_address_at(b: &[u8], i: usize) -> Option<usize> {
+    if b[i] != b'0' || !matches!(b.get(i + 1), Some(b'x' | b'X')) {
+        return None;
+    }
+    let n = b[i + 2..]
+        .iter()
+        .take_while(|c| c.is_ascii_hexdigit())
+        .count();
+    (n > 0 && !b.get(i + 2 + n).is_some_and(|c| is_word(*c))).then_some(n)
+}
+
+/// A word read at its start, in one pass.
+struct Word {
+    len: usize,
+    /// It holds a digit.
+    digit: bool,
+    /// It is masked whole: a hex run of eight or more that carries a digit and a letter
+    /// (commit ids, UUID parts), or a temporary name (`tmpab12cd_x`).
+    masked: bool,
+}
+
+fn word_at(b: &[u8], i: usize) -> Word {
+    let (mut len, mut all) = (0, HEX);
+    let mut any = 0;
+    for &x in &b[i..] {
+        let k = CLASS[x as usize];
+        if k & WORD == 0 {
+            break;
+        }
+        len += 1;
+        all &= k;
+        any |= k;
+    }
+    let digit = any & DIGIT != 0;
+    let hexish = len >= 8 && all & HEX != 0 && digit && any & ALPHA != 0;
+    let temp = len >= 8 && b[i..i + len].starts_with(b"tmp") && digit;
+    Word {
+        len,
+        digit,
+        masked: hexish || temp,
+    }
+}
+
+/// The index after the terminal escape that starts at `i` (an `ESC`): CSI (`ESC [ …
+/// final`), OSC (`ESC ] … BEL` or `ESC \`), or `ESC` and one ASCII byte; at most the
+/// text's end.
+fn escape_end(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    match b.get(i) {
+        Some(b'[') => {
+            i += 1;
+            while i < b.len() && !(0x40..=0x7e).contains(&b[i]) {
+                i += 1;
+            }
+            i += 1;
+        }
+        Some(b']') => {
+            while i < b.len() && b[i] != 0x07 && !(b[i] == b'\\' && b[i - 1] == 0x1b) {
+                i += 1;
+            }
+            i += 1;
+        }
+        Some(n) if n.is_ascii() => i += 1,
+        _ => {}
+    }
+    i.min(b.len())
+}
+
 /// A run of digits at `i`: a clock time or a duration is masked whole, a number of three
-/// digits or more becomes `#`, a smaller one stays. Returns the index after it.
-fn number(text: &str, i: usize, out: &mut Vec<u8>) -> usize {
+/// digits or more is masked, a smaller one stays. Returns the index after it, and whether
+/// it is masked (written as `#`).
+fn number(text: &str, i: usize) -> (usize, bool) {
     let b = text.as_bytes();
     let n = digits_at(b, i);
     let mut end = i + n;
@@ -382,17 +481,99 @@ fn number(text: &str, i: usize, out: &mut Vec<u8>) -> usize {
             masked = true;
         }
     }
-    if masked {
-        out.push(b'#');
-    } else {
-        out.extend_from_slice(&b[i..end]);
-    }
-    end
+    (end, masked)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    // The normaliser as it was written before its bytes were copied in runs (each word,
+    // run and number pushed to the buffer as it was read): the property test below holds
+    // the two to the same output.
+    fn normalise_into_reference(text: &str, out: &mut Vec<u8>) {
+        let floor = out.len();
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            let word_start = i == 0 || !is_word(b[i - 1]);
+            match c {
+                0x1b => i = escape_end(b, i),
+                b'\r' | b'\n' => {
+                    if c == b'\n' || b.get(i + 1) != Some(&b'\n') {
+                        trim_line_end(out, floor);
+                        out.push(b'\n');
+                    }
+                    i += 1;
+                }
+                b'/' => {
+                    if let Some((prefix, end)) = temp_path_at(b, i) {
+                        out.extend_from_slice(&b[i..i + prefix]);
+                        out.push(b'#');
+                        i = end;
+                    } else {
+                        out.push(c);
+                        i += 1;
+                    }
+                }
+                c if is_word(c) => {
+                    if word_start {
+                        if let Some(n) = hex_address_at(b, i) {
+                            out.extend_from_slice(b"0x#");
+                            i += 2 + n;
+                            continue;
+                        }
+                        let w = word_at(b, i);
+                        if w.masked {
+                            out.push(b'#');
+                            i += w.len;
+                            continue;
+                        }
+                        if !w.digit {
+                            // No number in it: the word as it is, in one copy.
+                            out.extend_from_slice(&b[i..i + w.len]);
+                            i += w.len;
+                            continue;
+                        }
+                    }
+                    if !c.is_ascii_digit() {
+                        // Letters up to the next digit or the end of the word, in one copy.
+                        let n = b[i..]
+                            .iter()
+                            .take_while(|c| is_word(**c) && !c.is_ascii_digit())
+                            .count();
+                        out.extend_from_slice(&b[i..i + n]);
+                        i += n;
+                        continue;
+                    }
+                    let (end, masked) = number(text, i);
+                    if masked {
+                        out.push(b'#');
+                    } else {
+                        out.extend_from_slice(&b[i..end]);
+                    }
+                    i = end;
+                }
+                _ => {
+                    // A run of such bytes (blanks, punctuation, the bytes of non-ASCII
+                    // characters) is copied as it is, in one copy.
+                    let n = b[i..]
+                        .iter()
+                        .take_while(|c| CLASS[**c as usize] & (WORD | SPECIAL) == 0)
+                        .count();
+                    out.extend_from_slice(&b[i..i + n]);
+                    i += n;
+                }
+            }
+        }
+        trim_line_end(out, floor);
+        while out.len() > floor && out.last() == Some(&b'\n') {
+            out.pop();
+            trim_line_end(out, floor);
+        }
+    }
 
     /// The digest is SHA-256 of the fields line and then the normalised text: texts that
     /// normalise to nothing, or end in blank lines, must not eat into the fields line they
@@ -417,6 +598,82 @@ mod tests {
             let d = Sha256::digest(format!("{fields}{}", normalise(text)).as_bytes());
             let want = OutputDigest(u64::from_be_bytes(d[..8].try_into().unwrap()));
             assert_eq!(digest(&o), Some(want), "{text:?}");
+        }
+    }
+
+    /// Texts made of the pieces the normaliser treats apart: escapes, line ends, temporary
+    /// paths, hex words, numbers with units and clock times, non-ASCII letters.
+    fn arb_output() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("\x1b[".to_string()),
+            Just("\x1b]".to_string()),
+            Just("\x1b\\".to_string()),
+            Just("\x1b".to_string()),
+            Just("\x07".to_string()),
+            Just("\r".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just(" ".to_string()),
+            Just("\t".to_string()),
+            Just("/tmp/".to_string()),
+            Just("/var/folders/".to_string()),
+            Just("/".to_string()),
+            Just("0x".to_string()),
+            Just("tmp".to_string()),
+            Just(":".to_string()),
+            Just(".".to_string()),
+            Just("ms".to_string()),
+            Just(" seconds".to_string()),
+            Just("é".to_string()),
+            Just("µs".to_string()),
+            "[0-9]{1,5}",
+            "[a-fA-F0-9]{1,10}",
+            "[a-z_]{1,6}",
+            "[ -~]{1,4}",
+            any::<char>().prop_map(String::from),
+        ];
+        proptest::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        /// The fields line written by hand is the `Debug` line it stands for, byte for byte
+        /// (stored digests compare across versions).
+        #[test]
+        fn the_fields_line_is_the_debug_line(
+            flags in proptest::array::uniform5(proptest::option::of(any::<bool>())),
+            exit_code in proptest::option::of(any::<i64>()),
+            status_code in proptest::option::of(any::<i64>()),
+            signal in proptest::option::of("[ -~é\"\\\\]{0,6}"),
+            error_code in proptest::option::of("[A-Z_0-9\"]{0,6}"),
+        ) {
+            let o = Outcome {
+                is_error: flags[0],
+                timed_out: flags[1],
+                sandbox_denied: flags[2],
+                background: flags[3],
+                aborted: flags[4],
+                exit_code,
+                status_code,
+                signal,
+                error_code,
+                ..Outcome::default()
+            };
+            let mut want = Vec::new();
+            fields_line_debug(&o, &mut want);
+            let mut got = Vec::new();
+            fields_line(&o, &mut got);
+            prop_assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn copying_in_runs_changes_no_byte(text in arb_output(), before in "[a-z\n ]{0,3}") {
+            let mut want = before.clone().into_bytes();
+            normalise_into_reference(&text, &mut want);
+            let mut got = before.into_bytes();
+            normalise_into(&text, &mut got);
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
         }
     }
 
