@@ -14,11 +14,15 @@ pub struct MemoryStore {
     writes: Mutex<u64>,
 }
 
+/// Session key → its state and when it was last written. Looked up on every event, under
+/// the lock: foldhash, with a seed of its own per process, instead of SipHash.
+type Sessions = HashMap<String, (SessionState, u64), foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Inner {
-    sessions: HashMap<String, (SessionState, u64)>,
+    sessions: Sessions,
     /// Stored series key → value.
-    counters: HashMap<String, u64>,
+    counters: HashMap<String, u64, foldhash::fast::RandomState>,
     /// Tools counted under their own name (at most [`MAX_TOOLS`]).
     tools: BTreeSet<String>,
 }
@@ -77,7 +81,7 @@ impl MemoryStore {
         self.inner().sessions.is_empty()
     }
 
-    fn sweep(&self, map: &mut HashMap<String, (SessionState, u64)>, now: u64) {
+    fn sweep(&self, map: &mut Sessions, now: u64) {
         let Some(ttl) = self.idle_ttl_ms else { return };
         let mut w = self.writes.lock().unwrap_or_else(|e| e.into_inner());
         *w += 1;
