@@ -53,18 +53,20 @@ enum Work {
     OpenIds(SyncSender<Vec<String>>),
 }
 
-/// Work handed to a shard at once: the lines' bytes in one buffer, and the shard's answers
-/// the router has written since its last batch, to be freed where they were made. Memory
-/// freed by a thread other than the one that took it makes the allocator lock that
-/// thread's arena, once per allocation: in `perf` of a sharded replay, futex wake-ups and
-/// `_int_free` came before any of loopbrake's own functions. A batch crosses once each
-/// way: the shard sends it back emptied with its answers (in `answers`), and the router
-/// fills it again, so its buffers are neither freed nor grown again line after line.
+/// Work handed to a shard at once: the lines' bytes in one buffer. A batch crosses once
+/// each way: the shard sends it back with its answers (in `answers`), the router writes
+/// them from there, in place, and fills the batch again, so its buffers are neither freed
+/// nor grown again line after line. The answers written ride back to the shard in it and
+/// are freed there, where they were made: memory freed by a thread other than the one that
+/// took it makes the allocator lock that thread's arena, once per allocation (in `perf` of
+/// a sharded replay, futex wake-ups and `_int_free` came before any of loopbrake's own
+/// functions). An answer is several hundred bytes: moving each from batch to queue to a
+/// list of spent ones was a tenth of the routing thread's time.
 struct Batch {
     bytes: Vec<u8>,
     work: Vec<Work>,
-    spent: Vec<Handled>,
-    /// Going to the shard: an empty buffer for its answers. Coming back: the answers.
+    /// Coming back from the shard: its answers, in order. Going to it: the answers it
+    /// sent last time, written, to be freed there.
     answers: Vec<Handled>,
 }
 
@@ -79,7 +81,6 @@ impl Batch {
         Batch {
             bytes: Vec::new(),
             work: Vec::with_capacity(n),
-            spent: Vec::new(),
             answers: Vec::new(),
         }
     }
@@ -349,12 +350,12 @@ struct Router<'a> {
     out: Vec<Receiver<Batch>>,
     /// Per shard: batches back and emptied, to be filled again.
     free: Vec<Vec<Batch>>,
-    /// Per shard: lines routed but not yet handed over, and answers received but not yet
-    /// written.
+    /// Per shard: lines routed but not yet handed over, and batches back with answers not
+    /// yet all written.
     pending: Vec<Batch>,
-    ready: Vec<VecDeque<Handled>>,
-    /// Per shard: answers written, going back with its next batch (see [`Batch`]).
-    spent: Vec<Vec<Handled>>,
+    ready: Vec<VecDeque<Batch>>,
+    /// Per shard: the index of the next answer to write in its first ready batch.
+    cursor: Vec<usize>,
     /// The shard of each line in flight, in input order, and its size.
     order: VecDeque<(usize, usize)>,
     bytes: usize,
@@ -446,51 +447,50 @@ impl Router<'_> {
             self.returned(0, batch);
             return Ok(());
         }
-        // The batch's own (empty) list of spent answers becomes the router's next one.
-        std::mem::swap(&mut batch.spent, &mut self.spent[shard]);
         self.work[shard - 1].send(batch).map_err(|_| gone())
     }
 
-    /// A batch back from a shard: its answers join the shard's ready ones, and it is kept
-    /// to be filled again.
-    fn returned(&mut self, shard: usize, mut batch: Batch) {
-        self.ready[shard].extend(batch.answers.drain(..));
-        if self.free[shard].len() < KEEP_BATCHES {
-            self.free[shard].push(batch);
-        }
+    /// A batch back from a shard: its answers are written from it, in place.
+    fn returned(&mut self, shard: usize, batch: Batch) {
+        self.ready[shard].push_back(batch);
+    }
+
+    /// Writes the shard's next answer if it is there: `false` (nothing written) until its
+    /// batch is back.
+    fn write_answer(&mut self, shard: usize, size: usize) -> io::Result<bool> {
+        let Some(h) = next_answer(
+            &mut self.ready[shard],
+            &mut self.cursor[shard],
+            &mut self.free[shard],
+        ) else {
+            return Ok(false);
+        };
+        self.sink.handled(h)?;
+        self.cursor[shard] += 1;
+        self.order.pop_front();
+        self.bytes -= size;
+        Ok(true)
     }
 
     /// Writes the answers that are next in order and already there.
     fn write_ready(&mut self) -> io::Result<()> {
         while let Some(&(shard, size)) = self.order.front() {
-            if self.ready[shard].is_empty() && shard > 0 {
-                match self.out[shard - 1].try_recv() {
-                    Ok(batch) => self.returned(shard, batch),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return Err(gone()),
-                }
+            if self.write_answer(shard, size)? {
+                continue;
             }
-            let Some(h) = self.ready[shard].pop_front() else {
+            if shard == 0 {
                 break;
-            };
-            self.order.pop_front();
-            self.bytes -= size;
-            self.sink.handled(&h)?;
-            self.spend(shard, h);
+            }
+            match self.out[shard - 1].try_recv() {
+                Ok(batch) => self.returned(shard, batch),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Err(gone()),
+            }
+            if !self.write_answer(shard, size)? {
+                break;
+            }
         }
         Ok(())
-    }
-
-    /// An answer written: it goes back to its shard to be freed there (the routing
-    /// thread's own are freed here).
-    fn spend(&mut self, shard: usize, h: Handled) {
-        if shard == 0 {
-            return;
-        }
-        // Bounded like the lines in flight (a shard that gets no more lines keeps none).
-        if self.spent[shard].len() < MAX_IN_FLIGHT {
-            self.spent[shard].push(h);
-        }
     }
 
     /// Waits for the next answer in order and writes it.
@@ -498,25 +498,23 @@ impl Router<'_> {
         let Some(&(shard, size)) = self.order.front() else {
             return Ok(());
         };
-        while self.ready[shard].is_empty() {
+        loop {
+            if self.write_answer(shard, size)? {
+                return Ok(());
+            }
             // Its line may still be waiting for a full batch.
             self.hand_over(shard)?;
             if shard == 0 {
                 // Judged by the hand-over, and still nothing: a line was lost.
-                if self.ready[0].is_empty() {
-                    return Err(gone());
-                }
-                break;
+                return if self.write_answer(0, size)? {
+                    Ok(())
+                } else {
+                    Err(gone())
+                };
             }
             let batch = self.out[shard - 1].recv().map_err(|_| gone())?;
             self.returned(shard, batch);
         }
-        let h = self.ready[shard].pop_front().ok_or_else(gone)?;
-        self.order.pop_front();
-        self.bytes -= size;
-        self.sink.handled(&h)?;
-        self.spend(shard, h);
-        Ok(())
     }
 
     /// Writes every answer in flight: afterwards every shard has handled every line sent.
@@ -627,10 +625,27 @@ impl Router<'_> {
     }
 }
 
+/// The next answer to write from a shard's ready batches (`cursor` into the first), or
+/// `None` until its batch is back. Batches written to the end are kept in `free` to be
+/// filled again, their answers still in them (freed by the shard, see [`Batch`]).
+fn next_answer<'b>(
+    ready: &'b mut VecDeque<Batch>,
+    cursor: &mut usize,
+    free: &mut Vec<Batch>,
+) -> Option<&'b Handled> {
+    while ready.front().is_some_and(|b| *cursor >= b.answers.len()) {
+        let done = ready.pop_front().expect("a first batch");
+        *cursor = 0;
+        if free.len() < KEEP_BATCHES {
+            free.push(done);
+        }
+    }
+    ready.front().map(|b| &b.answers[*cursor])
+}
+
 /// Judges a batch with `p`: its lines' answers in `batch.answers` (questions are answered on
-/// their own channels), its bytes and spent answers freed.
+/// their own channels), its bytes and the answers it brought back freed.
 fn serve_batch(p: &mut Processor, batch: &mut Batch) {
-    batch.spent.clear();
     let answers = &mut batch.answers;
     answers.clear();
     for w in batch.work.drain(..) {
@@ -707,7 +722,7 @@ pub fn run_sharded(
             free: (0..n).map(|_| Vec::new()).collect(),
             pending: (0..n).map(|_| Batch::with_capacity(BATCH)).collect(),
             ready: (0..n).map(|_| VecDeque::new()).collect(),
-            spent: (0..n).map(|_| Vec::new()).collect(),
+            cursor: vec![0; n],
             order: VecDeque::new(),
             bytes: 0,
             ids: HashMap::with_hasher(ROUTING),
