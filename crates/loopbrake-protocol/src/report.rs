@@ -17,6 +17,12 @@ use loopbrake_core::progress::{judge_stopped, OutputDigest, Stopped};
 use loopbrake_core::{Settled, Verdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
+
+/// The report's maps: looked up once or more per event (by session, call id and call
+/// identity), and `loopbrake tune` fills one report per setting, so they hash with foldhash
+/// (seeded per process) rather than SipHash (a twentieth of a tune's time went to SipHash).
+/// Nothing reads them in their own order.
+pub type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt::Write;
 
 /// What a recorded run got from a call, for judging stopped calls: the outcome's digest,
@@ -90,12 +96,12 @@ pub struct SessionReport {
     pub new_information: u32,
     /// The timeline.
     pub marks: Vec<Mark>,
-    repeats: HashMap<[u8; 32], u32>,
-    ids: HashMap<String, usize>,
+    repeats: Map<[u8; 32], u32>,
+    ids: Map<String, usize>,
     /// Call id → the call's identity digest.
-    digests: HashMap<String, [u8; 32]>,
+    digests: Map<String, [u8; 32]>,
     /// Call identity → the last recorded output of that call (`None`: none recorded).
-    outputs: HashMap<[u8; 32], Option<OutputDigest>>,
+    outputs: Map<[u8; 32], Option<OutputDigest>>,
 }
 
 impl SessionReport {
@@ -203,9 +209,9 @@ impl Totals {
 pub struct Report {
     /// Finished and open sessions, in order of first appearance.
     pub sessions: Vec<SessionReport>,
-    index: HashMap<String, usize>,
+    index: Map<String, usize>,
     /// Fingerprint → times it fired (advisories and gates).
-    pub fired: HashMap<String, u32>,
+    pub fired: Map<String, u32>,
     /// Error lines.
     pub errors: u64,
 }
