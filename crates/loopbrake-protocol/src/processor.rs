@@ -190,7 +190,8 @@ pub const PREVIEW_CHARS: usize = 120;
 /// One handled event: the output line and what happened.
 #[derive(Debug, Clone)]
 pub struct Handled {
-    /// The output line (JSON, no newline).
+    /// The output line (JSON, no newline); empty for an event in no error when the
+    /// processor writes no lines ([`Processor::with_lines`]).
     pub line: String,
     /// Whether the line is an error line.
     pub is_error: bool,
@@ -212,6 +213,7 @@ pub struct Processor {
     degraded: u64,
     fail_closed: bool,
     call_digests: bool,
+    lines: bool,
     reload: Option<Reloader>,
     observer: Option<Arc<dyn Observer>>,
     counters: bool,
@@ -233,6 +235,7 @@ impl Processor {
             degraded: 0,
             fail_closed: false,
             call_digests: false,
+            lines: true,
             reload: None,
             observer: None,
             counters: true,
@@ -264,6 +267,24 @@ impl Processor {
     pub fn with_call_digests(mut self, yes: bool) -> Self {
         self.call_digests = yes;
         self
+    }
+
+    /// Whether the output lines of events in no error are written (the default): a report
+    /// (`replay --report`, `tune`) reads only the records, and serialising a line it drops
+    /// was a twentieth of a tune's time. Error lines are always written (their message is
+    /// the report's too).
+    pub fn with_lines(mut self, yes: bool) -> Self {
+        self.lines = yes;
+        self
+    }
+
+    /// The output line of an event in no error, when lines are written.
+    fn line(&self, make: impl FnOnce() -> String) -> String {
+        if self.lines {
+            make()
+        } else {
+            String::new()
+        }
     }
 
     /// When the store fails on a `call`: deny it (`true`) or let it run with a
@@ -478,7 +499,7 @@ impl Processor {
         };
         // A settled ask keeps its id open: its `result` is accepted and ignored.
         self.remember(&key, id);
-        let line = decision_line(&decision);
+        let line = self.line(|| decision_line(&decision));
         Handled {
             line,
             is_error: false,
@@ -548,7 +569,7 @@ impl Processor {
             Err(e) => return self.error(line_no, &e.to_string()),
         };
         Handled {
-            line: decision_line(&decision),
+            line: self.line(|| decision_line(&decision)),
             is_error: false,
             record: Record::Answer {
                 session: key,
@@ -577,15 +598,17 @@ impl Processor {
             Err(e) => return self.error(line_no, &e.to_string()),
         };
         self.forget(&key, id);
-        let line = to_line(&ResultOut {
-            id,
-            ignored: post.ignored,
-            advisories: texts(&post.advisories),
-            failure: post.failure.as_ref().map(|f| FailureOut {
-                reason: f.reason.as_str(),
-                detail: f.detail.as_deref(),
-            }),
-            settled: settled_out(&post.settled),
+        let line = self.line(|| {
+            to_line(&ResultOut {
+                id,
+                ignored: post.ignored,
+                advisories: texts(&post.advisories),
+                failure: post.failure.as_ref().map(|f| FailureOut {
+                    reason: f.reason.as_str(),
+                    detail: f.detail.as_deref(),
+                }),
+                settled: settled_out(&post.settled),
+            })
         });
         Handled {
             line,
@@ -618,7 +641,7 @@ impl Processor {
             Ok(s) => s,
             Err(e) => return self.error(line_no, &e.to_string()),
         };
-        let line = session_line(session, &settled);
+        let line = self.line(|| session_line(session, &settled));
         Handled {
             line,
             is_error: false,
@@ -649,7 +672,7 @@ impl Processor {
                 }
             }
         }
-        let line = session_line(session, &settled);
+        let line = self.line(|| session_line(session, &settled));
         Handled {
             line,
             is_error: false,

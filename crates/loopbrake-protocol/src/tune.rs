@@ -558,9 +558,11 @@ impl Figures {
 /// Replays the corpus under one configuration.
 fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
     // The digests the report needs come from the corpus (computed once, not per setting),
-    // and no call's preview is shown: the processor computes neither.
+    // and no call's preview is shown: the processor computes neither, nor the output lines
+    // of events in no error.
     let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()))
-        .with_counters(false);
+        .with_counters(false)
+        .with_lines(false);
     let mut report = Report::default();
     let mut first_error = None;
     for (i, ((line, ev), digests)) in corpus.events.iter().zip(&corpus.digests).enumerate() {

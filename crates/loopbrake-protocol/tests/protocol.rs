@@ -556,3 +556,42 @@ fn the_html_report_collapses_runs_explains_itself_and_puts_gated_sessions_first(
     let advised = html.find("<b>a-advised</b>").unwrap_or(usize::MAX);
     assert!(gated < advised);
 }
+
+/// A processor that writes no lines (a report's) answers every event in error with the
+/// same error line, leaves the others' lines empty, and records exactly what a processor
+/// writing lines records: the report of both is the same.
+#[test]
+fn without_lines_only_error_lines_are_written_and_the_records_are_the_same() {
+    let mut input = eleven_calls("s1");
+    input.push_str("{not json\n");
+    input.push_str(
+        &json!({"event": "result", "id": "nope", "outcome": {"exit_code": 0}}).to_string(),
+    );
+    input.push('\n');
+    input.push_str(&json!({"event": "user", "session": "s1"}).to_string());
+    input.push('\n');
+    input.push_str(&json!({"event": "end", "session": "s1"}).to_string());
+    input.push('\n');
+    let handled = |lines: bool| {
+        let mut p = processor("").with_call_digests(true).with_lines(lines);
+        let mut out = Collect(Vec::new());
+        run(input.as_bytes(), None, &mut p, 1 << 20, &mut out).unwrap();
+        out.0
+    };
+    let (with, without) = (handled(true), handled(false));
+    assert_eq!(with.len(), without.len());
+    assert!(with.iter().filter(|h| h.is_error).count() >= 2);
+    let mut reports = (Report::default(), Report::default());
+    for (w, wo) in with.iter().zip(&without) {
+        assert_eq!(w.is_error, wo.is_error);
+        if w.is_error {
+            assert_eq!(wo.line, w.line);
+        } else {
+            assert!(!w.line.is_empty());
+            assert_eq!(wo.line, "");
+        }
+        reports.0.add(&w.record);
+        reports.1.add(&wo.record);
+    }
+    assert_eq!(reports.0.text(), reports.1.text());
+}

@@ -203,6 +203,8 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
             Processor::new(engine.clone(), store)
                 .with_fail_closed(s.store.fail_closed)
                 .with_call_digests(want_report || html.is_some())
+                // A report reads the records: the lines it would drop are not written.
+                .with_lines(!want_report && html.is_none())
                 .with_counters(false),
         );
     }
