@@ -667,6 +667,23 @@ impl Engine {
         call_id: &str,
         outcome: &Outcome,
     ) -> Result<PostDecision, EngineError> {
+        self.post_digested(st, call_id, outcome, None)
+    }
+
+    /// [`Engine::post`], given the outcome's output digest when it was made already
+    /// ([`crate::progress::Digested::of`] this outcome): the same decision, the digest not
+    /// made again.
+    pub fn post_digested(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        outcome: &Outcome,
+        digested: Option<crate::progress::Digested>,
+    ) -> Result<PostDecision, EngineError> {
+        let digest_of = |o: &Outcome| match digested {
+            Some(d) => d.get(),
+            None => crate::progress::digest(o),
+        };
         let known = st.status(call_id).is_some();
         let settled = self.settle(st, None);
         if !known {
@@ -679,7 +696,7 @@ impl Engine {
         };
         let progress = self.streak.config().progress() || self.breaker.config().progress();
         if let Some(before) = st.stopped_call(call_id).filter(|_| progress) {
-            p.stopped = crate::progress::judge_stopped(crate::progress::digest(outcome), before);
+            p.stopped = crate::progress::judge_stopped(digest_of(outcome), before);
         }
         if st.status(call_id) == Some(CallStatus::Denied) {
             p.ignored = Some("denied");
@@ -689,7 +706,7 @@ impl Engine {
             return Ok(p);
         }
         let digest = if self.streak.config().progress() || self.breaker.config().progress() {
-            crate::progress::digest(outcome)
+            digest_of(outcome)
         } else {
             None
         };

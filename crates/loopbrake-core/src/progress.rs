@@ -70,6 +70,26 @@ pub fn judge_stopped(now: Option<OutputDigest>, before: Option<OutputDigest>) ->
     }
 }
 
+/// An outcome's [`digest`], made once for an outcome recorded more than once: `loopbrake
+/// tune` records every outcome of a history under each setting of its sweep, and the digest
+/// (normalising the text, hashing it) was a tenth of that work. It is made only from the
+/// outcome ([`Digested::of`]); given to [`crate::Engine::post_digested`] with another
+/// outcome than its own, it would stand for that one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digested(Option<OutputDigest>);
+
+impl Digested {
+    /// The digest of `outcome`.
+    pub fn of(outcome: &Outcome) -> Digested {
+        Digested(digest(outcome))
+    }
+
+    /// The digest ([`digest`] of the outcome it was made of).
+    pub fn get(self) -> Option<OutputDigest> {
+        self.0
+    }
+}
+
 /// The digest of what an outcome said: its structured fields and its normalised text.
 /// `None` when the outcome carries nothing to compare (no text, no field): an unknown
 /// outcome is never evidence of progress.

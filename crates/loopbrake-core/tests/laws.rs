@@ -363,3 +363,39 @@ proptest! {
         prop_assert_ne!(digest(with(small)), digest(with(small + 1)));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// An outcome's digest made once and handed to the engine decides exactly what the
+    /// engine decides making it itself (`loopbrake tune` hands it in under every setting):
+    /// over runs of reruns whose outputs repeat, change and fail, every decision and every
+    /// state is the same.
+    #[test]
+    fn a_digest_made_once_decides_as_the_engine_does(
+        steps in prop::collection::vec((0usize..3, 0usize..4, any::<bool>()), 1..60),
+    ) {
+        let engine = Engine::new(Config::default());
+        let (mut made, mut given) = (SessionState::default(), SessionState::default());
+        let commands = ["pytest -q", "python run.py", "ls"];
+        let outputs = ["1 failed", "2 failed", "ok", ""];
+        for (i, (c, o, fails)) in steps.into_iter().enumerate() {
+            let id = i.to_string();
+            let args = json!({"command": commands[c]});
+            let call = Call { session: "s", id: &id, tool: "bash", args: &args };
+            let a = engine.pre(&mut made, &call).unwrap();
+            let b = engine.pre(&mut given, &call).unwrap();
+            prop_assert_eq!(&a, &b);
+            let outcome = Outcome {
+                exit_code: Some(i64::from(fails)),
+                text: Some(outputs[o].to_string()),
+                ..Outcome::default()
+            };
+            let digested = loopbrake_core::progress::Digested::of(&outcome);
+            let a = engine.post(&mut made, &id, &outcome).unwrap();
+            let b = engine.post_digested(&mut given, &id, &outcome, Some(digested)).unwrap();
+            prop_assert_eq!(&a, &b);
+            prop_assert_eq!(format!("{made:?}"), format!("{given:?}"));
+        }
+    }
+}

@@ -6,7 +6,7 @@
 
 use crate::event::{self, Event};
 use loopbrake_core::canonical::call_digest;
-use loopbrake_core::progress::OutputDigest;
+use loopbrake_core::progress::{Digested, OutputDigest};
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
 };
@@ -348,6 +348,17 @@ impl Processor {
     /// Handles one event already parsed (`loopbrake tune` parses its input once and
     /// replays the same events under every setting).
     pub fn handle_event(&mut self, ev: &Event, line_no: u64) -> Handled {
+        self.handle_digested(ev, line_no, None)
+    }
+
+    /// [`Processor::handle_event`], given the output digest of a `result`'s outcome when it
+    /// was made already (`loopbrake tune` makes it once, not once per setting).
+    pub fn handle_digested(
+        &mut self,
+        ev: &Event,
+        line_no: u64,
+        digested: Option<Digested>,
+    ) -> Handled {
         if let Some(engine) = self.reload.as_mut().and_then(|r| r()) {
             self.engine = engine;
         }
@@ -377,7 +388,7 @@ impl Processor {
                 id,
                 outcome,
                 session,
-            } => self.result(line_no, id, outcome, session.as_deref()),
+            } => self.result(line_no, id, outcome, session.as_deref(), digested),
             Event::User { session } => self.user(line_no, session),
             Event::End { session } => self.end(line_no, session),
         }
@@ -584,12 +595,15 @@ impl Processor {
         id: &str,
         outcome: &Outcome,
         session: Option<&str>,
+        digested: Option<Digested>,
     ) -> Handled {
         let key = match self.key_of(id, session) {
             Ok(k) => k,
             Err(e) => return self.error(line_no, &e),
         };
-        let post = match self.sessions().post(&key, id, outcome) {
+        // A report's record holds the outcome's digest too: made once, for both.
+        let digested = digested.or_else(|| self.call_digests.then(|| Digested::of(outcome)));
+        let post = match self.sessions().post_digested(&key, id, outcome, digested) {
             Ok(p) => p,
             Err(SessionError::Engine(e)) => {
                 self.forget(&key, id);
@@ -618,10 +632,9 @@ impl Processor {
                 id: id.to_string(),
                 advisories: post.advisories,
                 failure: post.failure,
-                output: if self.call_digests {
-                    crate::report::recorded_output(outcome)
-                } else {
-                    None
+                output: match digested {
+                    Some(d) if self.call_digests => crate::report::recorded_output_of(outcome, d),
+                    _ => None,
                 },
                 settled: post.settled,
             },

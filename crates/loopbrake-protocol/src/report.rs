@@ -35,6 +35,17 @@ pub fn recorded_output(outcome: &loopbrake_core::Outcome) -> Option<OutputDigest
     loopbrake_core::progress::digest(outcome)
 }
 
+/// [`recorded_output`], given the outcome's digest made already.
+pub fn recorded_output_of(
+    outcome: &loopbrake_core::Outcome,
+    digested: loopbrake_core::progress::Digested,
+) -> Option<OutputDigest> {
+    if outcome.text.as_deref() == Some("") && !outcome.has_fields() {
+        return None;
+    }
+    digested.get()
+}
+
 /// One call's mark on a session's timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {

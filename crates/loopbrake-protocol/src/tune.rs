@@ -16,11 +16,11 @@
 use crate::event::{self, Event};
 use crate::import::Importer;
 use crate::processor::{parse_event, Processor, Record};
-use crate::report::{recorded_output, Report};
+use crate::report::{recorded_output_of, Report};
 use crate::Input;
 use loopbrake_core::canonical::call_digest;
 use loopbrake_core::config::{no_env, Config, ConfigError};
-use loopbrake_core::progress::OutputDigest;
+use loopbrake_core::progress::{Digested, OutputDigest};
 use loopbrake_core::Engine;
 use loopbrake_store::MemoryStore;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -44,11 +44,12 @@ pub struct Corpus {
     outputs: u64,
 }
 
-/// The report's inputs of one event that do not depend on the setting.
+/// The report's inputs of one event that do not depend on the setting, and a result's
+/// output digest, which the engines make of it under every setting alike.
 #[derive(Debug, Clone, Copy)]
 enum Digests {
     Call(Option<[u8; 32]>),
-    Result(Option<OutputDigest>),
+    Result(Option<OutputDigest>, Digested),
     None,
 }
 
@@ -96,9 +97,10 @@ impl Corpus {
                             Digests::Call(call_digest(tool, args).ok())
                         }
                         Event::Result { outcome, .. } => {
-                            let output = recorded_output(outcome);
+                            let digested = Digested::of(outcome);
+                            let output = recorded_output_of(outcome, digested);
                             self.outputs += u64::from(output.is_some());
-                            Digests::Result(output)
+                            Digests::Result(output, digested)
                         }
                         _ => Digests::None,
                     };
@@ -566,10 +568,14 @@ fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
     let mut report = Report::default();
     let mut first_error = None;
     for (i, ((line, ev), digests)) in corpus.events.iter().zip(&corpus.digests).enumerate() {
-        let mut h = p.handle_event(ev, *line);
+        let digested = match digests {
+            Digests::Result(_, d) => Some(*d),
+            _ => None,
+        };
+        let mut h = p.handle_digested(ev, *line, digested);
         match (&mut h.record, digests) {
             (Record::Call { digest, .. }, Digests::Call(d)) => *digest = *d,
-            (Record::Result { output, .. }, Digests::Result(o)) => *output = *o,
+            (Record::Result { output, .. }, Digests::Result(o, _)) => *output = *o,
             _ => {}
         }
         if h.is_error && first_error.is_none() {

@@ -16,6 +16,7 @@
 //!   atomic update of the store that keeps the session's state.
 #![deny(missing_docs)]
 
+use loopbrake_core::progress::Digested;
 use loopbrake_core::{
     Call, Decision, Engine, EngineError, Outcome, PostDecision, SessionState, Settled,
 };
@@ -401,9 +402,21 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
         call_id: &str,
         outcome: &Outcome,
     ) -> Result<PostDecision, SessionError> {
+        self.post_digested(key, call_id, outcome, None)
+    }
+
+    /// [`Sessions::post`], given the outcome's output digest when it was made already (see
+    /// [`Engine::post_digested`]).
+    pub fn post_digested(
+        &self,
+        key: &str,
+        call_id: &str,
+        outcome: &Outcome,
+        digested: Option<Digested>,
+    ) -> Result<PostDecision, SessionError> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
-            let p = self.engine.post(st, call_id, outcome)?;
+            let p = self.engine.post_digested(st, call_id, outcome, digested)?;
             if self.count {
                 tally_post(t, &p);
             }
