@@ -17,22 +17,19 @@ use loopbrake_core::progress::{judge_stopped, OutputDigest, Stopped};
 use loopbrake_core::{Settled, Verdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
+use std::fmt::Write;
 
 /// The report's maps: looked up once or more per event (by session, call id and call
 /// identity), and `loopbrake tune` fills one report per setting, so they hash with foldhash
 /// (seeded per process) rather than SipHash (a twentieth of a tune's time went to SipHash).
 /// Nothing reads them in their own order.
 pub type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-use std::fmt::Write;
 
 /// What a recorded run got from a call, for judging stopped calls: the outcome's digest,
 /// or `None` when the recording holds nothing (no field and no text, or empty text only:
 /// a run cut off at its step limit records its last call with an empty output).
 pub fn recorded_output(outcome: &loopbrake_core::Outcome) -> Option<OutputDigest> {
-    if outcome.text.as_deref() == Some("") && !outcome.has_fields() {
-        return None;
-    }
-    loopbrake_core::progress::digest(outcome)
+    recorded_output_of(outcome, loopbrake_core::progress::Digested::of(outcome))
 }
 
 /// [`recorded_output`], given the outcome's digest made already.
