@@ -82,6 +82,20 @@ impl Serve {
     fn metrics_addr(&self) -> SocketAddr {
         metrics_addr_in(&self.stderr)
     }
+
+    /// Waits for `text` on stderr, which a thread of the test reads as it comes (it may
+    /// come after the answer line it goes with is read, on a loaded machine).
+    fn wait_for_stderr(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = self.stderr.lock().unwrap().clone();
+            if seen.contains(text) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no {text:?} in {seen:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// The address of the metrics endpoint, as the command logged it on stderr.
@@ -244,15 +258,7 @@ fn a_broken_configuration_edit_is_counted_as_a_rejected_reload() {
         Some(1.0),
         "{text}"
     );
-    assert!(
-        serve
-            .stderr
-            .lock()
-            .unwrap()
-            .contains("keeping the previous configuration"),
-        "{}",
-        serve.stderr.lock().unwrap()
-    );
+    serve.wait_for_stderr("keeping the previous configuration");
     // A valid edit afterwards is taken into use and counted as such.
     std::fs::write(
         serve.dir.join("loopbrake.toml"),
