@@ -21,6 +21,8 @@ struct Serve {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<String>>,
+    /// The thread reading stderr: it ends when the command's stderr closes.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     dir: PathBuf,
 }
 
@@ -53,7 +55,7 @@ impl Serve {
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
         let mut err = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut l = String::new();
             while err.read_line(&mut l).map(|n| n > 0).unwrap_or(false) {
                 sink.lock().unwrap().push_str(&l);
@@ -65,6 +67,7 @@ impl Serve {
             stdin: Some(stdin),
             stdout,
             stderr,
+            stderr_reader: Some(stderr_reader),
             dir,
         }
     }
@@ -410,7 +413,9 @@ fn json_logs_are_json_lines_with_the_decision_and_no_secret_of_the_arguments() {
     // At the end of its input serve exits; its stderr is then read to the end.
     drop(serve.stdin.take());
     let _ = serve.child.wait();
-    std::thread::sleep(Duration::from_millis(200));
+    if let Some(reader) = serve.stderr_reader.take() {
+        reader.join().unwrap();
+    }
     let text = serve.stderr.lock().unwrap().clone();
     assert!(!text.contains(case.secret), "{text}");
     let lines: Vec<Value> = text
