@@ -680,9 +680,13 @@ impl Engine {
         outcome: &Outcome,
         digested: Option<crate::progress::Digested>,
     ) -> Result<PostDecision, EngineError> {
-        let digest_of = |o: &Outcome| match digested {
-            Some(d) => d.get(),
-            None => crate::progress::digest(o),
+        // Made at most once, and only when progress is judged (a stopped call that then ran
+        // needs it twice).
+        let mut digested = digested;
+        let mut digest = || {
+            digested
+                .get_or_insert_with(|| crate::progress::Digested::of(outcome))
+                .get()
         };
         let known = st.status(call_id).is_some();
         let settled = self.settle(st, None);
@@ -696,7 +700,7 @@ impl Engine {
         };
         let progress = self.streak.config().progress() || self.breaker.config().progress();
         if let Some(before) = st.stopped_call(call_id).filter(|_| progress) {
-            p.stopped = crate::progress::judge_stopped(digest_of(outcome), before);
+            p.stopped = crate::progress::judge_stopped(digest(), before);
         }
         if st.status(call_id) == Some(CallStatus::Denied) {
             p.ignored = Some("denied");
@@ -705,11 +709,7 @@ impl Engine {
             self.close(st, call_id);
             return Ok(p);
         }
-        let digest = if self.streak.config().progress() || self.breaker.config().progress() {
-            digest_of(outcome)
-        } else {
-            None
-        };
+        let digest = if progress { digest() } else { None };
         self.streak.observe(&mut st.streak, call_id, digest);
         let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
         let shown = if outcome.aborted == Some(true) {
