@@ -15,7 +15,9 @@
 //!   shard that was ever sent a call with that id. When several were, every shard is asked
 //!   (after it has answered everything before this line) where the id is open, and the
 //!   line goes to the one shard that has it, or is answered as unknown or ambiguous as one
-//!   processor would answer it.
+//!   processor would answer it. The router keeps each id by a 64-bit hash of it, not its
+//!   text: ids with one hash share an entry, the shards of all of them, so an entry is
+//!   never narrower than the shards an id was sent to, and a wider one is only asked.
 //! - Memory stays bounded: answers are written as soon as they are next in order, and the
 //!   lines in flight are capped in number and bytes; the id map is rebuilt from the shards'
 //!   open calls every [`REBUILD_EVERY`] events.
@@ -359,10 +361,21 @@ struct Router<'a> {
     /// The shard of each line in flight, in input order, and its size.
     order: VecDeque<(usize, usize)>,
     bytes: usize,
-    /// Call id → the shards that were sent a call with it (since the last rebuild).
-    ids: HashMap<String, Shards, foldhash::fast::FixedState>,
+    /// A call id's [`id_hash`] → the shards that were sent a call with an id of that hash
+    /// (since the last rebuild). Keyed by the hash, the map copies no id and stays small:
+    /// with ids as strings, it was one allocation a call and, grown to every call id
+    /// between two rebuilds, two fifths of a sharded replay's page faults.
+    ids: HashMap<u64, Shards, foldhash::fast::FixedState>,
     events: u64,
     sink: &'a mut dyn Sink,
+}
+
+/// The key of a call id in the router's id map.
+fn id_hash(id: &str) -> u64 {
+    let h = ROUTING.hash_one(id);
+    #[cfg(test)]
+    let h = h & tests::ID_HASH_MASK.with(std::cell::Cell::get);
+    h
 }
 
 /// The shards a call id was sent to: one, nearly always (kept without an allocation).
@@ -550,7 +563,7 @@ impl Router<'_> {
         for shard in 0..self.shards() {
             for id in self.ask(shard, Work::OpenIds)? {
                 self.ids
-                    .entry(id)
+                    .entry(id_hash(&id))
                     .and_modify(|s| s.add(shard))
                     .or_insert(Shards::One(shard));
             }
@@ -570,18 +583,15 @@ impl Router<'_> {
             Some("call") => {
                 let shard = by_session.unwrap_or(0);
                 if let (Some(id), Some(_)) = (r.id, by_session) {
-                    // The id is copied only the first time it is seen.
-                    match self.ids.get_mut(id.as_ref()) {
-                        Some(shards) => shards.add(shard),
-                        None => {
-                            self.ids.insert(id.into_owned(), Shards::One(shard));
-                        }
-                    }
+                    self.ids
+                        .entry(id_hash(&id))
+                        .and_modify(|s| s.add(shard))
+                        .or_insert(Shards::One(shard));
                 }
                 shard
             }
             Some("answer" | "result") if by_session.is_none() => match r.id {
-                Some(id) => match self.ids.get(id.as_ref()).map(Shards::as_slice) {
+                Some(id) => match self.ids.get(&id_hash(&id)).map(Shards::as_slice) {
                     None | Some([]) => 0,
                     Some([one]) => *one,
                     Some(_) => return self.resolve(id.into_owned(), line_no),
@@ -600,7 +610,7 @@ impl Router<'_> {
         let mut keys = Vec::new();
         let sent: Vec<usize> = self
             .ids
-            .get(&id)
+            .get(&id_hash(&id))
             .map(|s| s.as_slice().to_vec())
             .unwrap_or_default();
         for shard in sent {
@@ -611,17 +621,13 @@ impl Router<'_> {
             }
         }
         let shard = holders.first().copied().unwrap_or(0);
-        let target = if holders.len() > 1 {
-            Target::Refused(shard, Work::Ambiguous(line_no, id.clone(), keys))
+        // The entry is left as it is: it may hold other ids of the same hash, whose shards
+        // the holders of this one do not tell.
+        Ok(if holders.len() > 1 {
+            Target::Refused(shard, Work::Ambiguous(line_no, id, keys))
         } else {
             Target::Shard(shard)
-        };
-        let kept = match holders.as_slice() {
-            [one] => Shards::One(*one),
-            _ => Shards::Many(holders),
-        };
-        self.ids.insert(id, kept);
-        Ok(target)
+        })
     }
 }
 
@@ -770,6 +776,74 @@ pub fn run_sharded(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The bits of [`id_hash`] kept on this thread (the router's: the calling thread):
+        /// fewer bits, ids sharing entries.
+        pub(super) static ID_HASH_MASK: Cell<u64> = const { Cell::new(u64::MAX) };
+    }
+
+    struct Lines(Vec<String>);
+
+    impl Sink for Lines {
+        fn handled(&mut self, h: &Handled) -> io::Result<()> {
+            self.0.push(h.line.clone());
+            Ok(())
+        }
+    }
+
+    fn processor() -> Processor {
+        use loopbrake_config::ConfigToml as _;
+        let cfg = loopbrake_core::config::Config::from_toml_str(
+            "[breaker]\nwarn_at = 2\n",
+            &loopbrake_core::config::no_env,
+        )
+        .unwrap();
+        Processor::new(
+            loopbrake_core::Engine::new(cfg),
+            std::sync::Arc::new(loopbrake_store::MemoryStore::new()),
+        )
+    }
+
+    /// Calls of a few sessions with call ids reused across them, and answers and results
+    /// that name no session: every one routed by its id.
+    fn id_stream() -> impl Strategy<Value = Vec<u8>> {
+        let line = (0u8..3, 0usize..6, 0usize..5, any::<bool>()).prop_map(|(kind, s, id, flag)| {
+            let session = ["a", "b", "c", "d", "e", "f"][s];
+            let id = ["1", "2", "3", "4", "5"][id];
+            match kind {
+                0 => serde_json::json!({"event": "call", "session": session, "id": id, "tool": "bash", "args": {"command": "ls"}}),
+                1 => serde_json::json!({"event": "result", "id": id, "outcome": {"exit_code": i32::from(flag)}}),
+                _ => serde_json::json!({"event": "answer", "id": id, "approved": flag}),
+            }
+            .to_string()
+        });
+        prop::collection::vec(line, 0..120).prop_map(|lines| (lines.join("\n") + "\n").into_bytes())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The id map is keyed by a hash of each id: when ids share a hash (here, with the
+        /// hash cut to one bit or none, nearly all do), an entry holds the shards of all of
+        /// them and the output is still one processor's, line for line.
+        #[test]
+        fn ids_sharing_a_hash_route_as_one_processor_would(
+            input in id_stream(),
+            bits in 0u32..2,
+            shards in 2usize..4,
+        ) {
+            let mut one = Lines(Vec::new());
+            crate::run(&input[..], None, &mut processor(), 1 << 20, &mut one).unwrap();
+            ID_HASH_MASK.with(|m| m.set((1u64 << bits) - 1));
+            let mut many = Lines(Vec::new());
+            let run = run_sharded(&input[..], None, (0..shards).map(|_| processor()).collect(), 1 << 20, &mut many);
+            ID_HASH_MASK.with(|m| m.set(u64::MAX));
+            run.unwrap();
+            prop_assert_eq!(many.0, one.0);
+        }
+    }
 
     fn owned(r: &Route) -> [Option<String>; 3] {
         [&r.event, &r.session, &r.id].map(|v| v.as_deref().map(str::to_string))
