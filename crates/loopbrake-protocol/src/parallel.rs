@@ -16,8 +16,8 @@
 //!   (after it has answered everything before this line) where the id is open, and the
 //!   line goes to the one shard that has it, or is answered as unknown or ambiguous as one
 //!   processor would answer it. The router keeps each id by a 64-bit hash of it, not its
-//!   text: ids with one hash share an entry, the shards of all of them, so an entry is
-//!   never narrower than the shards an id was sent to, and a wider one is only asked.
+//!   text: ids with one hash share an entry, the shards of all of them, so an entry always
+//!   holds every shard where an id of its hash may be open; a wider one is only asked.
 //! - Memory stays bounded: answers are written as soon as they are next in order, and the
 //!   lines in flight are capped in number and bytes; the id map is rebuilt from the shards'
 //!   open calls every [`REBUILD_EVERY`] events.
@@ -362,9 +362,10 @@ struct Router<'a> {
     order: VecDeque<(usize, usize)>,
     bytes: usize,
     /// A call id's [`id_hash`] → the shards that were sent a call with an id of that hash
-    /// (since the last rebuild). Keyed by the hash, the map copies no id and stays small:
-    /// with ids as strings, it was one allocation a call and, grown to every call id
-    /// between two rebuilds, two fifths of a sharded replay's page faults.
+    /// since the last rebuild (or, once the shards were asked, where one is open). Keyed
+    /// by the hash, the map copies no id and stays small: with ids as strings, it was one
+    /// allocation a call and, grown to every call id between two rebuilds, two fifths of
+    /// a sharded replay's page faults.
     ids: HashMap<u64, Shards, foldhash::fast::FixedState>,
     events: u64,
     sink: &'a mut dyn Sink,
@@ -608,21 +609,40 @@ impl Router<'_> {
         self.drain()?;
         let mut holders = Vec::new();
         let mut keys = Vec::new();
+        let hash = id_hash(&id);
         let sent: Vec<usize> = self
             .ids
-            .get(&id_hash(&id))
+            .get(&hash)
             .map(|s| s.as_slice().to_vec())
             .unwrap_or_default();
-        for shard in sent {
+        for &shard in &sent {
             let open = self.ask(shard, |tx| Work::OpenKeys(id.clone(), tx))?;
             if !open.is_empty() {
                 holders.push(shard);
                 keys.extend(open);
             }
         }
+        // The entry narrowed to where an id of its hash is open now (every line before
+        // this one answered): this id's holders, and any shard with another id of the
+        // same hash open. Later answers to an id that moved between shards then go
+        // straight to its shard again instead of asking every time.
+        let mut kept = Vec::with_capacity(sent.len());
+        for &shard in &sent {
+            if holders.contains(&shard)
+                || self
+                    .ask(shard, Work::OpenIds)?
+                    .iter()
+                    .any(|open| id_hash(open) == hash)
+            {
+                kept.push(shard);
+            }
+        }
+        match kept.as_slice() {
+            [] => self.ids.remove(&hash),
+            [one] => self.ids.insert(hash, Shards::One(*one)),
+            _ => self.ids.insert(hash, Shards::Many(kept)),
+        };
         let shard = holders.first().copied().unwrap_or(0);
-        // The entry is left as it is: it may hold other ids of the same hash, whose shards
-        // the holders of this one do not tell.
         Ok(if holders.len() > 1 {
             Target::Refused(shard, Work::Ambiguous(line_no, id, keys))
         } else {
