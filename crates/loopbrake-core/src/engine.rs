@@ -381,6 +381,19 @@ pub struct Engine {
     breaker: Breaker,
 }
 
+/// A call as [`Engine::prepare`] read it: everything judging needs of the call alone.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The call hash's first 4 bytes (never 0): the open-call id check.
+    digest: u32,
+    /// The streak brake's identity of the call.
+    streak_digest: [u8; 32],
+    /// The shell-HTTP denial, when the call is one.
+    shell_http: Option<String>,
+    /// The breaker's fingerprints; `None` when it does not judge the tool.
+    breaker: Option<crate::breaker::PreparedCall>,
+}
+
 impl Engine {
     /// The engines for a validated configuration.
     pub fn new(config: Config) -> Self {
@@ -474,6 +487,15 @@ impl Engine {
     /// # Ok::<(), loopbrake_core::EngineError>(())
     /// ```
     pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
+        let prepared = self.prepare(call)?;
+        self.pre_prepared(st, call, &prepared)
+    }
+
+    /// What [`Engine::pre`] needs of a call alone, whatever the session: its hashes, the
+    /// shell-HTTP check and the breaker's fingerprints ([`Prepared`]). A call prepared once
+    /// can be judged by every engine that [`Engine::derives_like`] this one (`loopbrake
+    /// tune` judges one history under many gates).
+    pub fn prepare(&self, call: &Call<'_>) -> Result<Prepared, EngineError> {
         // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash. Object
         // arguments with no decoy key the breaker leaves out are written canonically once,
         // for this digest and for the breaker's `exact:` fingerprint (the same text).
@@ -482,7 +504,42 @@ impl Engine {
             Some(e) => crate::canonical::digest_of_canonical(call.tool, e.canonical()),
             None => crate::canonical::call_digest(call.tool, call.args)?,
         };
-        let digest = u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1);
+        // In loopbrake mode the streak's identity leaves out the decoys the breaker strips
+        // (a shell tool's fresh `description` or `timeout` around the same command); seed
+        // mode keeps the seed's hash of the full arguments. Arguments written once for the
+        // breaker hold no decoy key: the streak counts their full digest (the decoys were
+        // looked for once, in `shared_exact`).
+        let streak_digest = match exact {
+            Some(_) => full,
+            None => self.streak_digest(call, &full)?,
+        };
+        Ok(Prepared {
+            digest: u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1),
+            streak_digest,
+            shell_http: self.breaker.shell_http(call.tool, call.args),
+            breaker: self
+                .breaker
+                .prepare(call.tool, call.args, exact.map(|e| (e, &full)))?,
+        })
+    }
+
+    /// Whether every call this engine prepares ([`Engine::prepare`]) is prepared as
+    /// `other` would prepare it: the two configurations differ at most in what only
+    /// judging reads (gates, window, stages, previews' lengths).
+    pub fn derives_like(&self, other: &Engine) -> bool {
+        self.streak.config().derivation_view() == other.streak.config().derivation_view()
+            && self.breaker.config().derivation_view() == other.breaker.config().derivation_view()
+    }
+
+    /// [`Engine::pre`] of a call prepared by [`Engine::prepare`] of this engine or of one it
+    /// [`Engine::derives_like`]; the decision is this engine's, with its gates.
+    pub fn pre_prepared(
+        &self,
+        st: &mut SessionState,
+        call: &Call<'_>,
+        prepared: &Prepared,
+    ) -> Result<Decision, EngineError> {
+        let digest = prepared.digest;
         // The same id while its call is open: the same call seen through another seam
         // (judged again, counted once), or a different call reusing an id (an error).
         if let Some(open) = st.calls.iter().find(|c| c.id == call.id) {
@@ -499,7 +556,7 @@ impl Engine {
         d.settled = settled;
         // The shell-HTTP block comes first and touches no engine state: a fetch sent to
         // the fetch tool is not a repeat, and counts toward no streak, window or failure.
-        if let Some(text) = self.breaker.shell_http(call.tool, call.args) {
+        if let Some(text) = prepared.shell_http.clone() {
             d.verdict = Verdict::Deny;
             d.engine = Some(crate::breaker::ENGINE);
             d.code = Some(crate::breaker::SHELL_HTTP_CODE);
@@ -511,15 +568,7 @@ impl Engine {
             st.note(&d, call.tool, || self.exact_preview(call));
             return Ok(d);
         }
-        // In loopbrake mode the streak's identity leaves out the decoys the breaker strips
-        // (a shell tool's fresh `description` or `timeout` around the same command); seed
-        // mode keeps the seed's hash of the full arguments.
-        // Arguments written once for the breaker hold no decoy key: the streak counts their
-        // full digest (the decoys were looked for once, in `shared_canonical`).
-        let streak_digest = match exact {
-            Some(_) => full,
-            None => self.streak_digest(call, &full)?,
-        };
+        let streak_digest = prepared.streak_digest;
         match self.streak.check_hashed(
             &mut st.streak,
             call.session,
@@ -545,13 +594,12 @@ impl Engine {
             StreakVerdict::Allow { .. } => {}
         }
         let seen = st.status(call.id).is_some();
-        let v = self.breaker.pre_with(
+        let v = self.breaker.pre_prepared(
             &mut st.breaker,
             call.id,
             call.tool,
-            call.args,
-            exact.map(|e| (e, &full)),
-        )?;
+            prepared.breaker.as_ref(),
+        );
         let status = self.apply(&mut d, v);
         if !seen {
             st.count_stop(d.verdict);

@@ -64,6 +64,16 @@ impl Default for StreakConfig {
 }
 
 impl StreakConfig {
+    /// This configuration with what only judging reads (the refusal count and the
+    /// progress limit) put to one value: equal views hash every call alike.
+    pub(crate) fn derivation_view(&self) -> StreakConfig {
+        StreakConfig {
+            max_repeats: 0,
+            progress_limit: 0,
+            ..*self
+        }
+    }
+
     /// A configuration refusing the `max_repeats`-th consecutive identical call.
     ///
     /// ```

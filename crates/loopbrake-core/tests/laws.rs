@@ -399,3 +399,79 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A call prepared once by an engine with other gates (`Engine::prepare`) is judged
+    /// exactly as the judging engine judges it preparing the call itself (`loopbrake tune`
+    /// prepares each call once, under the base, and judges it under every setting that
+    /// `derives_like` it): over reruns of shell and URL calls, with decoy keys and
+    /// failures, every decision and every state is the same; and a setting that changes
+    /// how calls are read does not derive alike.
+    #[test]
+    fn a_call_prepared_under_other_gates_decides_as_the_engine_does(
+        steps in prop::collection::vec((0usize..6, 0usize..3, any::<bool>()), 1..60),
+        gates in (2u32..5, 2u32..6, 2u32..6, 2u32..8, 1u32..4, 2u32..9, any::<bool>(), 0usize..200),
+    ) {
+        let (repeats, exact, cmd, host, unchanged, window, ask, preview) = gates;
+        let judging = Config::from_value(
+            &json!({
+                "streak": {"max_repeats": repeats},
+                "breaker": {
+                    "window": window + 2,
+                    "warn_at": 2,
+                    "summarize_at": 3,
+                    "unchanged_limit": unchanged,
+                    "fail_limit": 3,
+                    "on_limit": if ask { "ask" } else { "deny" },
+                    "preview_chars": preview + 20,
+                    "limits": {"exact": exact, "cmd": if cmd == 5 { json!("off") } else { json!(cmd) }, "host": host},
+                },
+            }),
+            &loopbrake_core::config::no_env,
+        )
+        .unwrap();
+        let base = Engine::new(Config::default());
+        let engine = Engine::new(judging);
+        prop_assert!(base.derives_like(&engine) && engine.derives_like(&base));
+        let (mut own, mut given) = (SessionState::default(), SessionState::default());
+        let calls = [
+            ("bash", json!({"command": "pytest -q"})),
+            ("bash", json!({"command": "pytest -q", "description": "run the tests again"})),
+            ("bash", json!({"command": "curl -s https://api.example.com/v1/items?page=1"})),
+            ("web_fetch", json!({"url": "https://api.example.com/v1/items"})),
+            ("read_file", json!({"path": "src/main.rs"})),
+            ("bash", json!({"command": "sed -i s/a/b/ src/main.rs"})),
+        ];
+        let outputs = ["1 failed", "ok", ""];
+        for (i, (c, o, fails)) in steps.into_iter().enumerate() {
+            let id = i.to_string();
+            let (tool, args) = &calls[c];
+            let call = Call { session: "s", id: &id, tool, args };
+            let a = engine.pre(&mut own, &call).unwrap();
+            let prepared = base.prepare(&call).unwrap();
+            let b = engine.pre_prepared(&mut given, &call, &prepared).unwrap();
+            prop_assert_eq!(&a, &b);
+            let outcome = Outcome {
+                exit_code: Some(i64::from(fails)),
+                text: Some(outputs[o].to_string()),
+                ..Outcome::default()
+            };
+            let a = engine.post(&mut own, &id, &outcome).unwrap();
+            let b = engine.post(&mut given, &id, &outcome).unwrap();
+            prop_assert_eq!(&a, &b);
+            prop_assert_eq!(format!("{own:?}"), format!("{given:?}"));
+        }
+        // How calls are read is not a gate: a configuration that reads them otherwise
+        // does not derive alike.
+        let reads_otherwise = Engine::new(
+            Config::from_value(
+                &json!({"breaker": {"ignore_args": {"bash": ["command"]}}}),
+                &loopbrake_core::config::no_env,
+            )
+            .unwrap(),
+        );
+        prop_assert!(!base.derives_like(&reads_otherwise));
+    }
+}

@@ -6,6 +6,7 @@
 
 use crate::event::{self, Event};
 use loopbrake_core::canonical::call_digest;
+use loopbrake_core::engine::Prepared;
 use loopbrake_core::progress::{Digested, OutputDigest};
 use loopbrake_core::{
     Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
@@ -359,6 +360,24 @@ impl Processor {
         line_no: u64,
         digested: Option<Digested>,
     ) -> Handled {
+        self.dispatch(ev, line_no, digested, None)
+    }
+
+    /// [`Processor::handle_event`] of a `call` the engine prepared already
+    /// ([`Engine::prepare`], by this processor's engine or one it
+    /// [`derives_like`](Engine::derives_like): `loopbrake tune` prepares each call once,
+    /// not once per setting). Any other event is handled as it is.
+    pub fn handle_prepared(&mut self, ev: &Event, line_no: u64, prepared: &Prepared) -> Handled {
+        self.dispatch(ev, line_no, None, Some(prepared))
+    }
+
+    fn dispatch(
+        &mut self,
+        ev: &Event,
+        line_no: u64,
+        digested: Option<Digested>,
+        prepared: Option<&Prepared>,
+    ) -> Handled {
         if let Some(engine) = self.reload.as_mut().and_then(|r| r()) {
             self.engine = engine;
         }
@@ -378,6 +397,7 @@ impl Processor {
                 args,
                 agent.as_deref(),
                 traceparent.as_deref(),
+                prepared,
             ),
             Event::Answer {
                 id,
@@ -491,6 +511,7 @@ impl Processor {
         args: &Value,
         agent: Option<&str>,
         traceparent: Option<&str>,
+        prepared: Option<&Prepared>,
     ) -> Handled {
         let key = loopbrake_session::key(session, agent);
         let call = Call {
@@ -502,7 +523,7 @@ impl Processor {
         let decision = match self
             .sessions()
             .with_traceparent(traceparent)
-            .pre(&key, &call)
+            .pre_prepared(&key, &call, prepared)
         {
             Ok(d) => d,
             Err(SessionError::Engine(e)) => return self.error(line_no, &e.to_string()),

@@ -20,8 +20,9 @@ use crate::report::{recorded_output_of, Report};
 use crate::Input;
 use loopbrake_core::canonical::call_digest;
 use loopbrake_core::config::{no_env, Config, ConfigError};
+use loopbrake_core::engine::Prepared;
 use loopbrake_core::progress::{Digested, OutputDigest};
-use loopbrake_core::Engine;
+use loopbrake_core::{Call, Engine};
 use loopbrake_store::MemoryStore;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::{json, Map, Value};
@@ -558,7 +559,42 @@ impl Figures {
 }
 
 /// Replays the corpus under one configuration.
-fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
+/// Every call of the corpus as `engine` prepares it ([`Engine::prepare`]; `None` for other
+/// events, and for a call it cannot prepare, which the processor then answers itself).
+fn prepare(corpus: &Corpus, engine: &Engine) -> Vec<Option<Prepared>> {
+    corpus
+        .events
+        .iter()
+        .map(|(_, ev)| match ev {
+            Event::Call {
+                session,
+                id,
+                tool,
+                args,
+                agent,
+                ..
+            } => {
+                let key = loopbrake_session::key(session, agent.as_deref());
+                let call = Call {
+                    session: &key,
+                    id,
+                    tool,
+                    args,
+                };
+                engine.prepare(&call).ok()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The figures of one setting. `prepared`: the corpus's calls as an engine that this
+/// setting's [`Engine::derives_like`] prepared them, made once for every such setting.
+fn judge(
+    corpus: &Corpus,
+    config: &Config,
+    prepared: Option<&[Option<Prepared>]>,
+) -> (Figures, Option<String>) {
     // The digests the report needs come from the corpus (computed once, not per setting),
     // and no call's preview is shown: the processor computes neither, nor the output lines
     // of events in no error.
@@ -572,7 +608,10 @@ fn judge(corpus: &Corpus, config: &Config) -> (Figures, Option<String>) {
             Digests::Result(_, d) => Some(*d),
             _ => None,
         };
-        let mut h = p.handle_digested(ev, *line, digested);
+        let mut h = match prepared.and_then(|all| all[i].as_ref()) {
+            Some(call) => p.handle_prepared(ev, *line, call),
+            None => p.handle_digested(ev, *line, digested),
+        };
         match (&mut h.record, digests) {
             (Record::Call { digest, .. }, Digests::Call(d)) => *digest = *d,
             (Record::Result { output, .. }, Digests::Result(o, _)) => *output = *o,
@@ -628,6 +667,20 @@ pub struct Tuning {
 /// Replays `corpus` under every setting, `jobs` settings at a time (each on its own
 /// thread, processor and store), and finds the frontier and the recommendation.
 pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize) -> Tuning {
+    // The calls prepared once, by the base's engine, for every setting that prepares them
+    // alike (the default sweep changes only gates, window and stages: all of them).
+    let base = settings.first().map(|s| Engine::new(s.config.clone()));
+    let alike: Vec<bool> = settings
+        .iter()
+        .map(|s| {
+            base.as_ref()
+                .is_some_and(|b| b.derives_like(&Engine::new(s.config.clone())))
+        })
+        .collect();
+    let prepared = base
+        .as_ref()
+        .filter(|_| alike.iter().filter(|a| **a).count() > 1)
+        .map(|b| prepare(corpus, b));
     let next = AtomicUsize::new(0);
     let threads = jobs.clamp(1, settings.len().max(1));
     let mut judged: Vec<(usize, Figures, Option<String>)> = std::thread::scope(|scope| {
@@ -638,7 +691,8 @@ pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize) -> Tuning {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(s) = settings.get(i) else { break };
-                        let (f, e) = judge(corpus, &s.config);
+                        let calls = prepared.as_deref().filter(|_| alike[i]);
+                        let (f, e) = judge(corpus, &s.config, calls);
                         mine.push((i, f, e));
                     }
                     mine

@@ -16,6 +16,7 @@
 //!   atomic update of the store that keeps the session's state.
 #![deny(missing_docs)]
 
+use loopbrake_core::engine::Prepared;
 use loopbrake_core::progress::Digested;
 use loopbrake_core::{
     Call, Decision, Engine, EngineError, Outcome, PostDecision, SessionState, Settled,
@@ -355,9 +356,24 @@ impl<'a, S: Store + ?Sized> Sessions<'a, S> {
 
     /// Judges a call before it runs.
     pub fn pre(&self, key: &str, call: &Call<'_>) -> Result<Decision, SessionError> {
+        self.pre_prepared(key, call, None)
+    }
+
+    /// [`Sessions::pre`] of a call the engine prepared already
+    /// ([`loopbrake_core::Engine::prepare`], by this engine or one it
+    /// [`derives_like`](loopbrake_core::Engine::derives_like)); `None`: prepared here.
+    pub fn pre_prepared(
+        &self,
+        key: &str,
+        call: &Call<'_>,
+        prepared: Option<&Prepared>,
+    ) -> Result<Decision, SessionError> {
         let started = self.started();
         let result = self.engine_step(key, |st, t| {
-            let d = self.engine.pre(st, call)?;
+            let d = match prepared {
+                Some(p) => self.engine.pre_prepared(st, call, p)?,
+                None => self.engine.pre(st, call)?,
+            };
             if self.count {
                 tally_judged(t, call.tool, &d);
             }

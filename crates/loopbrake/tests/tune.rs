@@ -496,3 +496,74 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
         );
     }
 }
+
+/// Every setting of a sweep is judged as `replay --report` judges its configuration,
+/// though `tune` reads each call once for all the settings that read calls alike (here
+/// they differ in gates, the window and the streak: all of them).
+#[test]
+fn each_setting_is_judged_as_the_replay_report_of_its_configuration() {
+    let figure = |text: &str, words: &str| -> u64 {
+        let at = text
+            .find(words)
+            .unwrap_or_else(|| panic!("{words:?} in {text}"));
+        text[..at]
+            .split(|c: char| !c.is_ascii_digit())
+            .rfind(|w| !w.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let out = isolated_bin()
+        .args(["tune", "--from", "trajectory", "--json"])
+        .args(["--sweep", "limits.exact=4,24", "--sweep", "window=8,64"])
+        .arg(corpus())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let settings = v["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 5, "{v}");
+    let dir = tmpdir("tune", "each");
+    let mut stopped_differ = std::collections::BTreeSet::new();
+    for (i, (exact, window)) in [(4, 8), (4, 64), (24, 8), (24, 64)].into_iter().enumerate() {
+        let cfg = dir.join(format!("{i}.toml"));
+        std::fs::write(
+            &cfg,
+            format!("[breaker]\nwindow = {window}\n[breaker.limits]\nexact = {exact}\n"),
+        )
+        .unwrap();
+        let out = isolated_bin()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["replay", "--from", "trajectory", "--report"])
+            .arg(corpus())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        let report = stdout(&out);
+        let setting = settings
+            .iter()
+            .find(|s| {
+                s["changes"]["breaker"]["limits"]["exact"] == exact
+                    && s["changes"]["breaker"]["window"] == window
+            })
+            .unwrap_or_else(|| panic!("exact={exact} window={window} in {v}"));
+        let figures = (
+            setting["stopped"].as_u64().unwrap(),
+            setting["waste"].as_u64().unwrap(),
+            setting["harmful"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            figures,
+            (
+                figure(&report, " calls stopped;"),
+                figure(&report, " waste (the recorded run"),
+                figure(&report, " would have brought new information"),
+            ),
+            "exact={exact} window={window}: {report}"
+        );
+        stopped_differ.insert(figures.0);
+    }
+    // The gates changed what was stopped: the settings were not judged alike.
+    assert!(stopped_differ.len() > 1, "{stopped_differ:?}");
+}

@@ -684,6 +684,31 @@ impl BreakerConfig {
         &self.tools
     }
 
+    /// This configuration with every setting that only judging reads (the gates, the
+    /// window, the stages, what happens at a gate, the previews' lengths) put to one
+    /// value: two configurations with equal views prepare every call alike
+    /// (`Breaker::prepare`: fingerprints, their ids, whether a call changes the
+    /// workspace). Whatever is not listed here counts, so a setting forgotten here only
+    /// makes two views differ.
+    pub(crate) fn derivation_view(&self) -> BreakerConfig {
+        BreakerConfig {
+            window: 0,
+            on_limit: OnLimit::Ask,
+            warn_at: None,
+            summarize_at: None,
+            fail_warn_at: None,
+            fail_limit: None,
+            limits: BTreeMap::new(),
+            preview_chars: 0,
+            result_preview_chars: 0,
+            struggle_warn_at: None,
+            struggle_ask_at: None,
+            cycle_limit: None,
+            unchanged_limit: None,
+            ..self.clone()
+        }
+    }
+
     /// The occurrence gate for a fingerprint: by full fingerprint, else by kind; `None`
     /// means no gate (and no advisory, and no failure tracking) for that measure.
     pub fn limit_for(&self, fp: &str) -> Option<u32> {

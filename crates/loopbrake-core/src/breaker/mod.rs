@@ -166,6 +166,14 @@ pub struct PostReport {
     pub advisory: Option<Advisory>,
 }
 
+/// What the breaker's judging of a call needs of the call alone: its fingerprints (their
+/// gates are read again by the breaker that judges) and whether it changes the workspace.
+#[derive(Debug)]
+pub(crate) struct PreparedCall {
+    set: fingerprint::FingerprintSet,
+    mutating: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct FpMeta {
     id: FpId,
@@ -545,41 +553,62 @@ impl Breaker {
         tool: &str,
         args: &Value,
     ) -> Result<BreakerVerdict, CanonicalError> {
-        self.pre_with(st, call_id, tool, args, None)
+        let prepared = self.prepare(tool, args, None)?;
+        Ok(self.pre_prepared(st, call_id, tool, prepared.as_ref()))
     }
 
-    /// [`Breaker::pre`], given the canonical text of object arguments holding no decoy key
-    /// and its call hash when the engine has them already (see
+    /// What judging a call needs of the call alone ([`PreparedCall`]): `None` when the
+    /// breaker does not judge its tool. `exact` is the canonical text of object arguments
+    /// holding no decoy key and its call hash, when the engine has them already (see
     /// `fingerprint::fingerprints_with`).
-    pub(crate) fn pre_with(
+    pub(crate) fn prepare(
+        &self,
+        tool: &str,
+        args: &Value,
+        exact: Option<(fingerprint::ExactText, &[u8; 32])>,
+    ) -> Result<Option<PreparedCall>, CanonicalError> {
+        if !self.judges(tool) {
+            return Ok(None);
+        }
+        Ok(Some(PreparedCall {
+            set: fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?,
+            mutating: self.cfg.progress && self.cfg.tools.is_mutating(tool, args),
+        }))
+    }
+
+    /// Judges a call prepared by [`Breaker::prepare`] (of this breaker, or of one whose
+    /// configuration differs only in what judging reads: see
+    /// [`BreakerConfig::derivation_view`]). The gates are this breaker's.
+    pub(crate) fn pre_prepared(
         &self,
         st: &mut BreakerState,
         call_id: &str,
         tool: &str,
-        args: &Value,
-        exact: Option<(fingerprint::ExactText, &[u8; 32])>,
-    ) -> Result<BreakerVerdict, CanonicalError> {
-        if !self.judges(tool) {
-            return Ok(BreakerVerdict::Proceed { advisory: None });
-        }
-        let set = fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?;
+        prepared: Option<&PreparedCall>,
+    ) -> BreakerVerdict {
+        let Some(PreparedCall { set, mutating }) = prepared else {
+            return BreakerVerdict::Proceed { advisory: None };
+        };
         let shell = set.class == "shell";
-        let mutating = self.cfg.progress && self.cfg.tools.is_mutating(tool, args);
+        let mutating = *mutating;
         let mut fps: Vec<FpMeta> = set
             .fps
             .iter()
-            .map(|f| FpMeta {
-                id: f.id,
-                kind: f.kind,
-                limit: f.limit,
-                // Shown and stored redacted; the id was computed from the real text. A
-                // measure with no gate is never named in a message (no hit, no advisory, no
-                // failure track): it needs no preview.
-                preview: if f.limit.is_some() {
-                    RedactedCut::preview(&f.text, self.cfg.preview_chars)
-                } else {
-                    RedactedCut::default()
-                },
+            .map(|f| {
+                let limit = self.cfg.limit_for(&f.text);
+                FpMeta {
+                    id: f.id,
+                    kind: f.kind,
+                    limit,
+                    // Shown and stored redacted; the id was computed from the real text. A
+                    // measure with no gate is never named in a message (no hit, no
+                    // advisory, no failure track): it needs no preview.
+                    preview: if limit.is_some() {
+                        RedactedCut::preview(&f.text, self.cfg.preview_chars)
+                    } else {
+                        RedactedCut::default()
+                    },
+                }
             })
             .collect();
 
@@ -587,7 +616,7 @@ impl Breaker {
         if let Some(prev) = st.inflight.iter().find(|c| c.id == call_id) {
             let prev_status = prev.status.clone();
             let blocking = self.blocking(st, &fps);
-            return Ok(match prev_status {
+            return match prev_status {
                 Status::Ran => BreakerVerdict::Proceed { advisory: None },
                 Status::Pending { hits, .. } => BreakerVerdict::Ask {
                     reason: messages::ask_reason(&hits),
@@ -597,7 +626,7 @@ impl Breaker {
                     let refused = self.all_refused(st, &blocking);
                     self.deny_verdict(st, tool, blocking, refused)
                 }
-            });
+            };
         }
 
         let blocking = self.blocking(st, &fps);
@@ -618,7 +647,7 @@ impl Breaker {
                 status: Status::Ran,
                 mutating,
             });
-            return Ok(BreakerVerdict::Proceed { advisory });
+            return BreakerVerdict::Proceed { advisory };
         }
         let any_refused = blocking.iter().any(|h| st.refused.contains(&h.id));
         if self.cfg.on_limit == OnLimit::Ask && !any_refused {
@@ -636,7 +665,7 @@ impl Breaker {
                 },
                 mutating,
             });
-            return Ok(BreakerVerdict::Ask { reason, hits });
+            return BreakerVerdict::Ask { reason, hits };
         }
         let refused = self.all_refused(st, &blocking);
         self.commit(st, blocking.iter().map(|h| h.id));
@@ -650,7 +679,7 @@ impl Breaker {
             status: Status::Denied,
             mutating,
         });
-        Ok(self.deny_verdict(st, tool, blocking, refused))
+        self.deny_verdict(st, tool, blocking, refused)
     }
 
     /// The signals a call would meet in this session, without judging it or changing
