@@ -558,38 +558,39 @@ impl Figures {
     }
 }
 
-/// Replays the corpus under one configuration.
 /// Every call of the corpus as `engine` prepares it ([`Engine::prepare`]; `None` for other
 /// events, and for a call it cannot prepare, which the processor then answers itself).
 fn prepare(corpus: &Corpus, engine: &Engine) -> Vec<Option<Prepared>> {
     corpus
         .events
         .iter()
-        .map(|(_, ev)| match ev {
-            Event::Call {
+        .map(|(_, ev)| {
+            let Event::Call {
                 session,
                 id,
                 tool,
                 args,
                 agent,
                 ..
-            } => {
-                let key = loopbrake_session::key(session, agent.as_deref());
-                let call = Call {
-                    session: &key,
-                    id,
-                    tool,
-                    args,
-                };
-                engine.prepare(&call).ok()
-            }
-            _ => None,
+            } = ev
+            else {
+                return None;
+            };
+            let key = loopbrake_session::key(session, agent.as_deref());
+            let call = Call {
+                session: &key,
+                id,
+                tool,
+                args,
+            };
+            engine.prepare(&call).ok()
         })
         .collect()
 }
 
-/// The figures of one setting. `prepared`: the corpus's calls as an engine that this
-/// setting's [`Engine::derives_like`] prepared them, made once for every such setting.
+/// Replays the corpus under one configuration: the figures of one setting. `prepared`:
+/// the corpus's calls as prepared by an engine this setting's [`Engine::derives_like`],
+/// made once for every such setting.
 fn judge(
     corpus: &Corpus,
     config: &Config,

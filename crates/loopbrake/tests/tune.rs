@@ -30,6 +30,34 @@ const TWICE: &str = r#"{"event":"call","session":"s","id":"1","tool":"search","a
 {"event":"end","session":"s"}
 "#;
 
+/// `loopbrake replay --report` of the bundled runs, under a configuration file if given.
+fn bundled_report(config: Option<&std::path::Path>) -> String {
+    let mut cmd = isolated_bin();
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    let out = cmd
+        .args(["replay", "--from", "trajectory", "--report"])
+        .arg(corpus())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    stdout(&out)
+}
+
+/// The number a replay report prints just before `words`.
+fn number_before(text: &str, words: &str) -> u64 {
+    let at = text
+        .find(words)
+        .unwrap_or_else(|| panic!("{words:?} in {text}"));
+    text[..at]
+        .split(|c: char| !c.is_ascii_digit())
+        .rfind(|w| !w.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn tune_json(args: &[&str], input: &str) -> Value {
     let out = run_with_stdin(
         isolated_bin().arg("tune").args(args).arg("--json"),
@@ -95,24 +123,7 @@ fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_har
 /// the same input: the same replay, the same judge.
 #[test]
 fn the_base_figures_equal_the_replay_report() {
-    let out = isolated_bin()
-        .args(["replay", "--from", "trajectory", "--report"])
-        .arg(corpus())
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let report = stdout(&out);
-    let number_before = |text: &str, words: &str| -> u64 {
-        let at = text
-            .find(words)
-            .unwrap_or_else(|| panic!("{words:?} in {text}"));
-        text[..at]
-            .split(|c: char| !c.is_ascii_digit())
-            .rfind(|w| !w.is_empty())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let report = bundled_report(None);
     let stopped = number_before(&report, " calls stopped;");
     let gated = number_before(&report, " sessions gated");
     let waste = number_before(&report, " waste (the recorded run");
@@ -502,17 +513,6 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
 /// they differ in gates, the window and the streak: all of them).
 #[test]
 fn each_setting_is_judged_as_the_replay_report_of_its_configuration() {
-    let figure = |text: &str, words: &str| -> u64 {
-        let at = text
-            .find(words)
-            .unwrap_or_else(|| panic!("{words:?} in {text}"));
-        text[..at]
-            .split(|c: char| !c.is_ascii_digit())
-            .rfind(|w| !w.is_empty())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     let out = isolated_bin()
         .args(["tune", "--from", "trajectory", "--json"])
         .args(["--sweep", "limits.exact=4,24", "--sweep", "window=8,64"])
@@ -532,15 +532,7 @@ fn each_setting_is_judged_as_the_replay_report_of_its_configuration() {
             format!("[breaker]\nwindow = {window}\n[breaker.limits]\nexact = {exact}\n"),
         )
         .unwrap();
-        let out = isolated_bin()
-            .arg("--config")
-            .arg(&cfg)
-            .args(["replay", "--from", "trajectory", "--report"])
-            .arg(corpus())
-            .output()
-            .unwrap();
-        assert_success(&out);
-        let report = stdout(&out);
+        let report = bundled_report(Some(&cfg));
         let setting = settings
             .iter()
             .find(|s| {
@@ -556,9 +548,9 @@ fn each_setting_is_judged_as_the_replay_report_of_its_configuration() {
         assert_eq!(
             figures,
             (
-                figure(&report, " calls stopped;"),
-                figure(&report, " waste (the recorded run"),
-                figure(&report, " would have brought new information"),
+                number_before(&report, " calls stopped;"),
+                number_before(&report, " waste (the recorded run"),
+                number_before(&report, " would have brought new information"),
             ),
             "exact={exact} window={window}: {report}"
         );
