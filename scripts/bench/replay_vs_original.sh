@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Replay of recorded runs, side by side in one run: loopbrake (progress on, on every core and
 # on one thread, and the seeds' rules), the original JavaScript breaker (npm dsh-repeat-tool-breaker 0.5.2, through its
-# real DSH hooks: crates/loopbrake/tests/e2e/original_breaker.mjs), and the floor, a bare
-# serde_json parse of every line of the same file. Median of five runs; peak RSS.
+# real DSH hooks: crates/loopbrake/tests/e2e/original_breaker.mjs), and two floors: a bare
+# serde_json parse of every line of the same file, and a perfect split over two cores (the
+# sessions in two halves, scripts/bench/split_sessions.py, each replayed on one thread by
+# its own process, both at once). Median of five runs; peak RSS (the split's: one half's).
 # Usage: scripts/bench/replay_vs_original.sh [COPIES] (default 22: ~105k events, ~43 MB,
 # the size of ~1,900 recorded runs). Needs ./scripts/test's npm packages.
 set -euo pipefail
@@ -14,6 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/bench/corpus_events.py examples/trajectories/calls.jsonl.gz "$copies" > "$tmp/events.jsonl"
 events=$(wc -l < "$tmp/events.jsonl")
+python3 scripts/bench/split_sessions.py "$tmp/events.jsonl" "$tmp/half0.jsonl" "$tmp/half1.jsonl"
 printf '[streak]\nprogress = false\n[breaker]\nprogress = false\n' > "$tmp/seed.toml"
 echo "input: $events events, $(du -h "$tmp/events.jsonl" | cut -f1)"
 measure() { # label, command... (stdin from the events file)
@@ -28,5 +31,7 @@ measure() { # label, command... (stdin from the events file)
 measure parse_only target/release/examples/parse_only /dev/stdin
 measure loopbrake target/release/loopbrake replay /dev/stdin
 measure loopbrake_one_thread target/release/loopbrake replay --jobs 1 /dev/stdin
+measure perfect_split_two_cores bash -c 'target/release/loopbrake replay --jobs 1 "$1" > /dev/null &
+  target/release/loopbrake replay --jobs 1 "$2" > /dev/null; wait' _ "$tmp/half0.jsonl" "$tmp/half1.jsonl"
 measure loopbrake_seed_rules target/release/loopbrake replay --config "$tmp/seed.toml" /dev/stdin
 measure original_js node crates/loopbrake/tests/e2e/original_breaker.mjs "$nm"
