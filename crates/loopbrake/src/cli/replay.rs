@@ -215,7 +215,12 @@ pub fn replay(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     };
     let mut report = Report::default();
     let stdout = io::stdout();
-    let mut lines = LineWriter::new(io::BufWriter::new(stdout.lock()), false);
+    // 64 KiB a write, as the input is read: with the default 8 KiB, a replay made eight
+    // times as many `write` calls as `read` calls (1,601 for 13 MB of answers).
+    let mut lines = LineWriter::new(
+        io::BufWriter::with_capacity(64 * 1024, stdout.lock()),
+        false,
+    );
     let mut skipped = import::Warnings::default();
     for path in &inputs {
         let (input, importer) = open_input(path, from, "replay")?;
