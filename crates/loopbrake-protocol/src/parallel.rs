@@ -239,14 +239,13 @@ impl<'a> Route<'a> {
                     *slot = None;
                     skip_value(line, i)?
                 }
-                None if !looked_ahead => {
-                    looked_ahead = true;
-                    if !may_name_a_route_key(&line[i..]) {
+                None => {
+                    let first = !std::mem::replace(&mut looked_ahead, true);
+                    if first && !may_name_a_route_key(&line[i..]) {
                         return Some(r);
                     }
                     skip_value(line, i)?
                 }
-                None => skip_value(line, i)?,
             };
             i = skip_blanks(line, i);
             match line.get(i) {
