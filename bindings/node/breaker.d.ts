@@ -1,18 +1,18 @@
 /** The breaker (the seed's dsh-repeat-tool-breaker) as a DeepSeek Harness plugin. */
 
-export declare const name: 'loopbrake-breaker'
+export declare const name: 'toolbrake-breaker'
 export declare const inject: string[]
 
 /** A configuration that cannot be used: the key as written, the value and the rule. */
 export declare class BreakerConfigError extends TypeError {
-  readonly code: 'LOOPBRAKE_CONFIG'
+  readonly code: 'TOOLBRAKE_CONFIG'
   readonly key: string
   readonly value: string
   readonly rule: string
 }
 
 export declare class UnjudgeableArgumentsError extends TypeError {
-  readonly code: 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS'
+  readonly code: 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS'
 }
 
 type Stage = number | 'off' | null

@@ -1,5 +1,5 @@
-// loopbrake/breaker: the breaker (the seed's dsh-repeat-tool-breaker) as a DeepSeek
-// Harness plugin with the original's shape and hooks, over loopbrake's Rust core:
+// toolbrake/breaker: the breaker (the seed's dsh-repeat-tool-breaker) as a DeepSeek
+// Harness plugin with the original's shape and hooks, over toolbrake's Rust core:
 //
 // - `tools/pre-execute` judges a call first and asks the operator at a gate
 //   (`onLimit: 'ask'`); a declined ask never reaches the guard;
@@ -10,14 +10,14 @@
 // - `agent/pre-step` starts an agent afresh on a real user message.
 //
 // State is per agent object (a sub-agent has its own budget). The configuration takes
-// the original's camelCase keys, validated by loopbrake's rules when applied.
+// the original's camelCase keys, validated by toolbrake's rules when applied.
 import { native } from './lib/native.js'
 import { call, outcomeOf, toJson, toolName, UnjudgeableArgumentsError } from './lib/json.js'
 
 export { UnjudgeableArgumentsError }
 
 /** The plugin's name (the source stamped on its advisories). */
-export const name = 'loopbrake-breaker'
+export const name = 'toolbrake-breaker'
 /** Cordis services the plugin needs before `apply`. */
 export const inject = ['tools']
 
@@ -26,9 +26,9 @@ export class BreakerConfigError extends TypeError {
   constructor({ key, value, rule: raw }) {
     // Name other settings as the caller writes them (`warnAt`, not `breaker.warn_at`).
     const rule = String(raw).replace(/`breaker\.([a-z_]+)`/g, (_, k) => `\`${camel(k)}\``)
-    super(`loopbrake breaker: \`${key}\`${value === '(set)' ? ` ${rule}` : ` = ${value} is not valid: it ${rule}`}${/[.?)]$/.test(rule) ? '' : '.'}`)
+    super(`toolbrake breaker: \`${key}\`${value === '(set)' ? ` ${rule}` : ` = ${value} is not valid: it ${rule}`}${/[.?)]$/.test(rule) ? '' : '.'}`)
     this.name = 'BreakerConfigError'
-    this.code = 'LOOPBRAKE_CONFIG'
+    this.code = 'TOOLBRAKE_CONFIG'
     this.key = key
     this.value = value
     this.rule = rule
@@ -44,7 +44,7 @@ const snake = (k) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
 const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
 
 /**
- * The original's camelCase configuration as loopbrake's `[breaker]` section.
+ * The original's camelCase configuration as toolbrake's `[breaker]` section.
  * @param {Record<string, unknown>} config
  */
 function toSection(config) {
@@ -93,7 +93,7 @@ function withoutFetch(config) {
 
 Config['~standard'] = Object.freeze({
   version: 1,
-  vendor: 'loopbrake',
+  vendor: 'toolbrake',
   validate(value) {
     try {
       parse(withoutFetch(value ?? {}))

@@ -1,21 +1,21 @@
-// loopbrake/claude-agent-sdk: loopbrake as programmatic hooks of the Claude Agent SDK
-// (`@anthropic-ai/claude-agent-sdk`): pass what `loopbrakeHooks()` returns as the `hooks`
+// toolbrake/claude-agent-sdk: toolbrake as programmatic hooks of the Claude Agent SDK
+// (`@anthropic-ai/claude-agent-sdk`): pass what `toolbrakeHooks()` returns as the `hooks`
 // option of `query()`.
 //
 // The SDK runs Claude Code underneath and hands each hook callback the payload a Claude
 // Code command hook reads on stdin; the callback answers with the JSON such a hook prints.
-// So the callbacks answer exactly as `loopbrake hook claude` does (the same Rust adapter,
+// So the callbacks answer exactly as `toolbrake hook claude` does (the same Rust adapter,
 // through the native addon): a refused call gets `permissionDecision: "deny"` with the
 // text the model reads, an ask `permissionDecision: "ask"` (the SDK's `canUseTool`
 // decides), an advisory `additionalContext`; `PostToolUse` / `PostToolUseFailure` record
 // the outcome; `UserPromptSubmit` starts the session afresh; `Stop`, `PostToolBatch` and
 // `SubagentStop` close calls that never got an outcome; `SessionEnd` forgets the session.
 // Sessions are the SDK's `session_id` (plus `agent_id` for a sub-agent), in memory.
-import { engineFor, LoopbrakeConfigError } from './lib/config.js'
+import { engineFor, ToolBrakeConfigError } from './lib/config.js'
 
-export { LoopbrakeConfigError }
+export { ToolBrakeConfigError }
 
-/** The hook events loopbrake listens to. */
+/** The hook events toolbrake listens to. */
 export const HOOK_EVENTS = Object.freeze([
   'PreToolUse',
   'PostToolUse',
@@ -28,17 +28,17 @@ export const HOOK_EVENTS = Object.freeze([
 ])
 
 function writeWarning(text) {
-  process.stderr.write(`loopbrake: ${text}\n`)
+  process.stderr.write(`toolbrake: ${text}\n`)
 }
 
 /**
- * The `hooks` option of the Claude Agent SDK's `query()`, with loopbrake's callbacks.
+ * The `hooks` option of the Claude Agent SDK's `query()`, with toolbrake's callbacks.
  *
  * @param {object} [options]
  * @param {{streak?: object, breaker?: object}} [options.config] - the `[streak]` and
- *   `[breaker]` tables of `loopbrake.toml` as an object (snake_case keys, validated here:
- *   an invalid value throws a LoopbrakeConfigError naming the key).
- * @param {boolean} [options.failClosed] - refuse a tool call loopbrake cannot judge (and
+ *   `[breaker]` tables of `toolbrake.toml` as an object (snake_case keys, validated here:
+ *   an invalid value throws a ToolBrakeConfigError naming the key).
+ * @param {boolean} [options.failClosed] - refuse a tool call toolbrake cannot judge (and
  *   set `onFailure: 'block'` on the `PreToolUse` matcher, so a callback that fails blocks
  *   the call too); default false: such a call runs, with a warning.
  * @param {string | ((input: any) => string)} [options.session] - count every call in this
@@ -46,14 +46,14 @@ function writeWarning(text) {
  *   `session_id`.
  * @param {number} [options.timeout] - the matchers' timeout in seconds (the SDK's default
  *   otherwise).
- * @param {(warning: string) => void} [options.onWarning] - problems loopbrake met (never
+ * @param {(warning: string) => void} [options.onWarning] - problems toolbrake met (never
  *   argument values); default: written to stderr.
  * @returns {Record<string, Array<{matcher?: string, hooks: Function[], timeout?: number, onFailure?: 'continue' | 'block'}>>}
  */
-export function loopbrakeHooks(options = {}) {
+export function toolbrakeHooks(options = {}) {
   const { config = {}, failClosed = false, session, timeout, onWarning = writeWarning } = options ?? {}
   if (typeof failClosed !== 'boolean') {
-    throw new LoopbrakeConfigError({ key: 'failClosed', value: String(failClosed), rule: 'must be a boolean', message: '`failClosed` must be true or false' })
+    throw new ToolBrakeConfigError({ key: 'failClosed', value: String(failClosed), rule: 'must be a boolean', message: '`failClosed` must be true or false' })
   }
   const engine = engineFor(config)
 
@@ -90,4 +90,4 @@ export function loopbrakeHooks(options = {}) {
   return hooks
 }
 
-export default loopbrakeHooks
+export default toolbrakeHooks

@@ -1,5 +1,5 @@
-// loopbrake for JavaScript hosts: the streak brake (`loopbrake/loop-brake`) and the breaker
-// (`loopbrake/breaker`), each a library and a DeepSeek Harness plugin, over loopbrake's
+// toolbrake for JavaScript hosts: the streak brake (`toolbrake/loop-brake`) and the breaker
+// (`toolbrake/breaker`), each a library and a DeepSeek Harness plugin, over toolbrake's
 // Rust core.
 export {
   LoopBrake,

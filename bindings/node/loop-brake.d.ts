@@ -29,7 +29,7 @@ export declare class InvalidMaxRepeatsError extends RangeError {
 
 /** Arguments JSON cannot represent (a cycle, a BigInt, a function, a symbol). */
 export declare class UnjudgeableArgumentsError extends TypeError {
-  readonly code: 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS'
+  readonly code: 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS'
 }
 
 export declare function canonicalJson(value: unknown): string

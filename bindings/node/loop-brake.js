@@ -1,7 +1,7 @@
-// loopbrake/loop-brake: the streak brake (the seeds' dsh-loop-brake) as a library and as a
+// toolbrake/loop-brake: the streak brake (the seeds' dsh-loop-brake) as a library and as a
 // DeepSeek Harness plugin. The Nth consecutive identical call of a session is refused
 // (default 3) by throwing a LoopBrakeError before the tool body runs. Every decision, hash
-// and message comes from loopbrake's Rust core through the native addon.
+// and message comes from toolbrake's Rust core through the native addon.
 import { native } from './lib/native.js'
 import { call, errorOutcome, outcomeOf, toJson, toolName, UnjudgeableArgumentsError } from './lib/json.js'
 
@@ -16,7 +16,7 @@ export const PLUGIN = 'dsh-loop-brake'
 /** The default streak length at which a call is refused. */
 export const DEFAULT_MAX_REPEATS = 3
 /** Environment variables read when the configuration has no `maxRepeats`, in order. */
-export const ENV_VARS = ['LOOPBRAKE_MAX_REPEATS', 'DSH_LOOP_BRAKE_MAX_REPEATS']
+export const ENV_VARS = ['TOOLBRAKE_MAX_REPEATS', 'DSH_LOOP_BRAKE_MAX_REPEATS']
 
 /** A call refused by the brake: thrown, never returned. Never carries the arguments. */
 export class LoopBrakeError extends Error {

@@ -1,12 +1,12 @@
-// loopbrake/opencode: loopbrake as an opencode plugin (also Kilo Code's CLI, an opencode fork
+// toolbrake/opencode: toolbrake as an opencode plugin (also Kilo Code's CLI, an opencode fork
 // with the same plugin API). Name this file in the `plugin` list of opencode.json / kilo.json
-// (`loopbrake init opencode` / `loopbrake init kilo` does it).
+// (`toolbrake init opencode` / `toolbrake init kilo` does it).
 //
 // - `tool.execute.before` judges every call before it runs; a refusal throws, so the tool
-//   never runs and the model reads loopbrake's message as the tool's error. opencode's
+//   never runs and the model reads toolbrake's message as the tool's error. opencode's
 //   plugins cannot ask the operator from there: an ask is refused, saying so (fail-closed).
 // - `tool.execute.after` records what a call returned (the shell's exit code from its
-//   metadata) and appends loopbrake's advisories to the output the model reads;
+//   metadata) and appends toolbrake's advisories to the output the model reads;
 // - the event stream records the calls that failed (a tool part whose state is `error`),
 //   which never reach `tool.execute.after`;
 // - `chat.message` (a new user message) starts the session afresh; a deleted session is
@@ -14,34 +14,34 @@
 //
 // Sessions are opencode's `sessionID` (a sub-agent's task runs in a child session of its
 // own), in memory in the opencode process.
-import { engineFor, LoopbrakeConfigError } from './lib/config.js'
+import { engineFor, ToolBrakeConfigError } from './lib/config.js'
 import { toJson, toolName } from './lib/json.js'
 
-export { LoopbrakeConfigError }
+export { ToolBrakeConfigError }
 
 /** The plugin's id (opencode requires one for a plugin loaded from a path). */
-export const id = 'loopbrake'
+export const id = 'toolbrake'
 
 /** What the model reads when a call needed the operator's approval. */
 export const CANNOT_ASK =
   "This call needs the operator's approval, and opencode plugins cannot ask for it, so it was refused. The operator can raise the limit in the plugin's configuration, or answer in a new message.\n\n"
 
 /** A refusal: the tool never runs, and the model reads `message` as its error. */
-export class LoopbrakeRefusal extends Error {
+export class ToolBrakeRefusal extends Error {
   constructor(message, decision) {
     super(message)
-    this.name = 'LoopbrakeRefusal'
-    this.code = decision?.code ?? 'LOOPBRAKE'
+    this.name = 'ToolBrakeRefusal'
+    this.code = decision?.code ?? 'TOOLBRAKE'
     this.engine = decision?.engine ?? null
   }
 }
 
 function writeWarning(text) {
-  process.stderr.write(`loopbrake: ${text}\n`)
+  process.stderr.write(`toolbrake: ${text}\n`)
 }
 
 const unjudged = (problem) =>
-  `loopbrake could not judge this call (${problem}), and its configuration refuses calls it cannot judge (failClosed). Tell the user; do not retry the same call.`
+  `toolbrake could not judge this call (${problem}), and its configuration refuses calls it cannot judge (failClosed). Tell the user; do not retry the same call.`
 
 /** The outcome of a call that returned (`{title, output, metadata}`). */
 function completedOutcome(result) {
@@ -61,13 +61,13 @@ function completedOutcome(result) {
  * @param {any} _input - opencode's plugin input (client, project, directory, …).
  * @param {{config?: {streak?: object, breaker?: object}, failClosed?: boolean, onWarning?: (w: string) => void}} [options]
  *   - the plugin's options from the config (`["…/opencode.js", {…}]`): `config`, the
- *   `[streak]` and `[breaker]` tables of `loopbrake.toml` (snake_case); `failClosed`, refuse
- *   calls loopbrake cannot judge.
+ *   `[streak]` and `[breaker]` tables of `toolbrake.toml` (snake_case); `failClosed`, refuse
+ *   calls toolbrake cannot judge.
  */
 export async function server(_input, options = {}) {
   const { config = {}, failClosed = false, onWarning = writeWarning } = options ?? {}
   if (typeof failClosed !== 'boolean') {
-    throw new LoopbrakeConfigError({ key: 'failClosed', value: String(failClosed), rule: 'must be a boolean', message: '`failClosed` must be true or false' })
+    throw new ToolBrakeConfigError({ key: 'failClosed', value: String(failClosed), rule: 'must be a boolean', message: '`failClosed` must be true or false' })
   }
   const engine = engineFor(config)
   const warn = (text) => {
@@ -103,9 +103,9 @@ export async function server(_input, options = {}) {
         tool = toolName(input?.tool)
         d = JSON.parse(engine.pre(session, callID, tool, toJson(output?.args, `the arguments of ${tool}`)))
       } catch (e) {
-        const problem = String(e?.message ?? e).replace(/^loopbrake: /, '')
+        const problem = String(e?.message ?? e).replace(/^toolbrake: /, '')
         warn(`could not judge a ${tool || 'tool'} call: ${problem}`)
-        if (failClosed) throw new LoopbrakeRefusal(unjudged(problem))
+        if (failClosed) throw new ToolBrakeRefusal(unjudged(problem))
         return
       }
       if (d.verdict === 'ask') {
@@ -115,9 +115,9 @@ export async function server(_input, options = {}) {
         } catch {
           /* already settled */
         }
-        throw new LoopbrakeRefusal(`${CANNOT_ASK}${d.message ?? ''}`, d)
+        throw new ToolBrakeRefusal(`${CANNOT_ASK}${d.message ?? ''}`, d)
       }
-      if (d.verdict === 'deny') throw new LoopbrakeRefusal(d.message ?? 'loopbrake refused this call', d)
+      if (d.verdict === 'deny') throw new ToolBrakeRefusal(d.message ?? 'toolbrake refused this call', d)
       open.set(callID, { session, tool, advisories: d.advisories.map((a) => a.text) })
     },
 

@@ -5,7 +5,7 @@ Usage: corpus_events.py CALLS.jsonl[.gz] COPIES > events.jsonl
 Each recorded call becomes a `call` and a `result` event (exit code, HTTP status and the
 recorded output head as the outcome text), each run ends with an `end`; copy k renames
 every session `<session>#k`, so COPIES copies are COPIES times as many independent runs.
-The same file drives `loopbrake replay` and the original JavaScript breaker's driver.
+The same file drives `toolbrake replay` and the original JavaScript breaker's driver.
 """
 import gzip
 import json

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Whole-process latency of `loopbrake hook claude` (PreToolUse and PostToolUse) against the
+"""Whole-process latency of `toolbrake hook claude` (PreToolUse and PostToolUse) against the
 floor of starting a trivial process (`/bin/true`), and the throughput of parallel hooks on one
 session.
 
-Usage: hooks.py [RUNS] LABEL=PATH/TO/loopbrake [LABEL=PATH ...]   (or just PATH [RUNS])
+Usage: hooks.py [RUNS] LABEL=PATH/TO/toolbrake [LABEL=PATH ...]   (or just PATH [RUNS])
 Every run of the loop times `/bin/true`, then, for each binary in turn, `--version`, a
 PreToolUse and its PostToolUse: the floor and every binary see the same machine. Each
 invocation is timed from spawn to exit, with the payload on stdin read from a file, as Claude
@@ -36,8 +36,8 @@ payload_file = os.path.join(tmp, "payload.json")
 def env_for(label):
     d = os.path.join(tmp, label)
     os.makedirs(d, exist_ok=True)
-    env = dict(os.environ, LOOPBRAKE_STATE=os.path.join(d, "state.db"), XDG_CONFIG_HOME=d, HOME=d)
-    env.pop("LOOPBRAKE_CONFIG", None)
+    env = dict(os.environ, TOOLBRAKE_STATE=os.path.join(d, "state.db"), XDG_CONFIG_HOME=d, HOME=d)
+    env.pop("TOOLBRAKE_CONFIG", None)
     # Extra variables for one binary: HOOKS_ENV_<LABEL>="K=V K2=V2" (e.g. traces on).
     for kv in os.environ.get(f"HOOKS_ENV_{label}", "").split():
         k, _, v = kv.partition("=")

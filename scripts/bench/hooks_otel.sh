@@ -13,12 +13,12 @@ export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 export CARGO_TARGET_DIR="$PWD/target/bench-otel"
 tmp=$(mktemp -d)
 trap 'kill "${sink:-0}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-cargo build --release -q -p loopbrake --bin loopbrake
-cp "$CARGO_TARGET_DIR/release/loopbrake" "$tmp/now"
+cargo build --release -q -p toolbrake --bin toolbrake
+cp "$CARGO_TARGET_DIR/release/toolbrake" "$tmp/now"
 mkdir "$tmp/base-src"
 git archive "$base" | tar -x -C "$tmp/base-src"
-(cd "$tmp/base-src" && cargo build --release -q -p loopbrake --bin loopbrake)
-cp "$CARGO_TARGET_DIR/release/loopbrake" "$tmp/base"
+(cd "$tmp/base-src" && cargo build --release -q -p toolbrake --bin toolbrake)
+cp "$CARGO_TARGET_DIR/release/toolbrake" "$tmp/base"
 # The OTLP/HTTP sink: accepts every POST and answers 200.
 python3 - "$tmp/port" <<'PY' &
 import http.server, sys

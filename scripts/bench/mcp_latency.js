@@ -1,11 +1,11 @@
-// Added latency of `loopbrake mcp` per message against its floors, in one run: the TypeScript
+// Added latency of `toolbrake mcp` per message against its floors, in one run: the TypeScript
 // SDK client talks to server-everything over stdio directly, through a bare byte relay
 // (scripts/bench/relay.c: the same two extra process hops, no parsing) and through the proxy,
 // the connections taking turns call by call (the order rotating), each timing a `tools/call`
 // of `echo` (judged) and a `ping` (forwarded unjudged). Then the proxy's peak memory after
 // 10,000 sessions' worth of calls.
-// Usage: node scripts/bench/mcp_latency.js NODE_MODULES LOOPBRAKE [CALLS] [--relay RELAY]
-//          [--also NAME=LOOPBRAKE]...
+// Usage: node scripts/bench/mcp_latency.js NODE_MODULES TOOLBRAKE [CALLS] [--relay RELAY]
+//          [--also NAME=TOOLBRAKE]...
 // --also adds another proxy binary to the same loop (a build from before a change, to measure
 // it side by side). scripts/bench/mcp.sh builds the binary and the relay and runs this.
 const path = require('path');
@@ -21,20 +21,20 @@ for (let i = 2; i < process.argv.length; i++) {
     const spec = process.argv[++i] || '';
     const eq = spec.indexOf('=');
     if (eq <= 0) {
-      console.error(`--also takes NAME=LOOPBRAKE, not ${JSON.stringify(spec)}`);
+      console.error(`--also takes NAME=TOOLBRAKE, not ${JSON.stringify(spec)}`);
       process.exit(2);
     }
     others.push([spec.slice(0, eq), path.resolve(spec.slice(eq + 1))]);
   } else positional.push(a);
 }
-const [nmArg, loopbrakeArg, n = '2000'] = positional;
-if (!nmArg || !loopbrakeArg || (relayArg === undefined)) {
-  console.error('usage: node scripts/bench/mcp_latency.js NODE_MODULES LOOPBRAKE [CALLS] [--relay RELAY] [--also NAME=LOOPBRAKE]...');
+const [nmArg, toolbrakeArg, n = '2000'] = positional;
+if (!nmArg || !toolbrakeArg || (relayArg === undefined)) {
+  console.error('usage: node scripts/bench/mcp_latency.js NODE_MODULES TOOLBRAKE [CALLS] [--relay RELAY] [--also NAME=TOOLBRAKE]...');
   process.exit(2);
 }
 // Relative paths are taken from the working directory (require() would read them from here).
 const nm = path.resolve(nmArg);
-const loopbrake = path.resolve(loopbrakeArg);
+const toolbrake = path.resolve(toolbrakeArg);
 const { Client } = require(nm + '/@modelcontextprotocol/sdk/dist/cjs/client/index.js');
 const { StdioClientTransport } = require(nm + '/@modelcontextprotocol/sdk/dist/cjs/client/stdio.js');
 const server = nm + '/@modelcontextprotocol/server-everything/dist/index.js';
@@ -42,7 +42,7 @@ const server = nm + '/@modelcontextprotocol/server-everything/dist/index.js';
 // name → [command, args]
 const routes = [['direct', [process.execPath, [server]]]];
 if (relayArg) routes.push(['relay', [path.resolve(relayArg), ['--', process.execPath, server]]]);
-routes.push(['proxy', [loopbrake, ['mcp', '--', process.execPath, server]]]);
+routes.push(['proxy', [toolbrake, ['mcp', '--', process.execPath, server]]]);
 for (const [name, bin] of others) routes.push([name, [bin, ['mcp', '--', process.execPath, server]]]);
 
 async function connect([command, args]) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Overhead of loopbrake per guarded tool call from Python, beside its floors.
+"""Overhead of toolbrake per guarded tool call from Python, beside its floors.
 
-Usage: python scripts/bench/python.py [ROUNDS]   (in a virtualenv with `loopbrake` installed,
+Usage: python scripts/bench/python.py [ROUNDS]   (in a virtualenv with `toolbrake` installed,
        built with `maturin develop --release` or `pip install ./bindings/python`)
 
 Every round times, interleaved so that each row sees the same machine:
@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-from loopbrake import Brake
+from toolbrake import Brake
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 BATCH = 1000

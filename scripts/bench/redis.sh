@@ -3,7 +3,7 @@
 # redis-benchmark's raw GET/SET on the same machine, in one run. Usage: scripts/bench/redis.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo run --release -q -p loopbrake-store --features testing --example redis_bench
+cargo run --release -q -p toolbrake-store --features testing --example redis_bench
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes >/dev/null
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT

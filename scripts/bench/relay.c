@@ -1,5 +1,5 @@
 /* The floor of an MCP proxy over stdio: a bare byte relay with the same two extra process hops
- * as `loopbrake mcp`, and nothing else. It starts the server given after `--` with its stdin
+ * as `toolbrake mcp`, and nothing else. It starts the server given after `--` with its stdin
  * and stdout on pipes (stderr inherited), then copies its own stdin to the server and the
  * server's stdout to its own stdout with poll + read + write: no parsing, no buffering beyond
  * one read, no threads. scripts/bench/mcp.sh builds it with `cc -O2` and mcp_latency.js times

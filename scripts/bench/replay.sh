@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Throughput and peak memory of `loopbrake replay`: the bundled corpus, and a synthetic
+# Throughput and peak memory of `toolbrake replay`: the bundled corpus, and a synthetic
 # stream of one million events. Usage: scripts/bench/replay.sh (from the repo root).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -q
-bin=target/release/loopbrake
+bin=target/release/toolbrake
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 measure() { # label, events, command...

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Two or more loopbrake binaries replaying the same events, side by side in one run: the
+# Two or more toolbrake binaries replaying the same events, side by side in one run: the
 # binaries take turns, five runs each, on one thread and on every core; prints the median
 # wall time, peak RSS and user CPU of each, and the md5 of each output (they must agree).
 # Usage: scripts/bench/replay_ab.sh EVENTS.jsonl BINARY... (e.g. a copy of
-# target/release/loopbrake built at the commit before a change, and the one after).
+# target/release/toolbrake built at the commit before a change, and the one after).
 set -euo pipefail
 events=$1; shift
 tmp=$(mktemp -d)

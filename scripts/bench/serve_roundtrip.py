@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Round trip of one event through `loopbrake serve --stdio`, measured by a client.
+"""Round trip of one event through `toolbrake serve --stdio`, measured by a client.
 
-Usage: serve_roundtrip.py PATH/TO/loopbrake [N]
+Usage: serve_roundtrip.py PATH/TO/toolbrake [N]
 Sends N call/result events one at a time, waiting for each answer before the next, and
 prints p50 and p99 of the round trip in microseconds.
 """

@@ -7,7 +7,7 @@ its session); an `answer` or `result` that names no session goes with the call o
 Each half is a whole replay of its own, so two one-thread replays of the halves at once
 are a perfect split of the sessions over two cores: no routing, nothing handed between
 threads, no answers put back in order. scripts/bench/replay_vs_original.sh measures it as
-the floor of `loopbrake replay` on two cores.
+the floor of `toolbrake replay` on two cores.
 """
 import json
 import sys

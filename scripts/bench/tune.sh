@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Wall time and peak memory of `loopbrake tune`: the default sweep (about 30 settings) over
+# Wall time and peak memory of `toolbrake tune`: the default sweep (about 30 settings) over
 # ~100k events of recorded runs (the bundled corpus as protocol events, 21 copies), and a
 # replay of the same input for comparison (one setting). Three runs each, the median.
 # Usage: scripts/bench/tune.sh (from the repo root).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -q -p loopbrake
-bin=target/release/loopbrake
+cargo build --release -q -p toolbrake
+bin=target/release/toolbrake
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/bench/corpus_events.py examples/trajectories/calls.jsonl.gz 21 > "$tmp/events.jsonl"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Detection figures of loopbrake on a corpus of recorded runs (README, "Measuring detection").
+"""Detection figures of toolbrake on a corpus of recorded runs (README, "Measuring detection").
 
 A corpus is a folder (or two files) in the trajectory format:
   calls.jsonl[.gz]  one tool call a line, in session order:
@@ -8,7 +8,7 @@ A corpus is a folder (or two files) in the trajectory format:
                     `max_consec_identical` and `max_identical_failing_anywhere` (computed
                     from the calls when absent)
 
-Each run is replayed through `loopbrake replay` (a `call` and a `result` event per call; the
+Each run is replayed through `toolbrake replay` (a `call` and a `result` event per call; the
 outcome: `exit_code`, `status_code`, `is_error` when `ok` is false with neither, `text` =
 `output_head`). A call is *stopped* when it is denied or asked about (nobody answers).
 
@@ -181,8 +181,8 @@ def main():
     ap.add_argument("corpus", nargs="?", help="a folder with calls.jsonl[.gz] and labels.jsonl")
     ap.add_argument("--calls")
     ap.add_argument("--labels")
-    ap.add_argument("--config", help="a loopbrake.toml (default: the built-in defaults)")
-    ap.add_argument("--binary", default=os.environ.get("LOOPBRAKE", "target/release/loopbrake"))
+    ap.add_argument("--config", help="a toolbrake.toml (default: the built-in defaults)")
+    ap.add_argument("--binary", default=os.environ.get("TOOLBRAKE", "target/release/toolbrake"))
     ap.add_argument("--verbose", action="store_true", help="list every stopped run's stops")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     a = ap.parse_args()

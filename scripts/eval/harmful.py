@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Measures loopbrake's stops on recorded runs: how many were harmful (progress, not waste).
+"""Measures toolbrake's stops on recorded runs: how many were harmful (progress, not waste).
 
 A stop (a denial, or an ask, which an unattended replay settles as declined) is *harmful*
 when the stopped call, in the real run, returned output different from the last identical
 call's (same tool, same canonical arguments), with numbers of 3+ digits and hex addresses
 masked. A call with no recorded output is never harmful.
 
-Usage: scripts/eval/harmful.py [--config loopbrake.toml] [--binary target/release/loopbrake]
+Usage: scripts/eval/harmful.py [--config toolbrake.toml] [--binary target/release/toolbrake]
                                [--calls examples/trajectories/calls.jsonl.gz]
                                [--labels examples/trajectories/labels.jsonl] [--verbose]
 
@@ -28,7 +28,7 @@ def norm(text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config")
-    ap.add_argument("--binary", default="target/release/loopbrake")
+    ap.add_argument("--binary", default="target/release/toolbrake")
     ap.add_argument("--calls", default="examples/trajectories/calls.jsonl.gz")
     ap.add_argument("--labels", default="examples/trajectories/labels.jsonl")
     ap.add_argument("--verbose", action="store_true")

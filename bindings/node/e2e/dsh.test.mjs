@@ -1,5 +1,5 @@
 // In the real host: DeepSeek Harness 0.1.0-rc.8 from npm (Node 22), a profile mounting
-// loopbrake/loop-brake and then loopbrake/breaker from their paths, and a stand-in model
+// toolbrake/loop-brake and then toolbrake/breaker from their paths, and a stand-in model
 // that asks for the same `bash` call three times. What the model was told is asserted.
 //
 // Usage: npm run test:dsh, with DSH_E2E_DIR naming the install made by
@@ -56,7 +56,7 @@ async function run(rows, calls) {
       DEEPSEEK_API_KEY: 'dummy',
     }
     delete env.DSH_LOOP_BRAKE_MAX_REPEATS
-    delete env.LOOPBRAKE_MAX_REPEATS
+    delete env.TOOLBRAKE_MAX_REPEATS
     // spawnSync blocks this thread: the model server would starve. Run it in a child.
     const r = await new Promise((ok) => {
       import('node:child_process').then(({ spawn }) => {
@@ -84,27 +84,27 @@ test('loop-brake in DSH: the third identical bash call is refused before it runs
   const { results } = await run(
     [
       { id: 'loop-brake', file: 'loop-brake.js', config: { maxRepeats: 3 } },
-      { id: 'loopbrake-breaker', file: 'breaker.js', config: {} },
+      { id: 'toolbrake-breaker', file: 'breaker.js', config: {} },
     ],
     3,
   )
   assert.equal(results.length, 3, JSON.stringify(results))
-  assert.match(results[0], /loopbrake-e2e/)
-  assert.match(results[1], /loopbrake-e2e/)
+  assert.match(results[0], /toolbrake-e2e/)
+  assert.match(results[1], /toolbrake-e2e/)
   assert.match(results[2], /loop brake: tool "bash" called 3 times in a row with identical arguments \(call [0-9a-f]{12}…, limit 3\); the call was denied before it ran/)
-  assert.doesNotMatch(results[2], /loopbrake-e2e\s*$/)
+  assert.doesNotMatch(results[2], /toolbrake-e2e\s*$/)
 })
 
 test('breaker in DSH: its guard denies at the configured gate', async () => {
   const { results } = await run(
     [
       { id: 'loop-brake', file: 'loop-brake.js', config: { maxRepeats: 10 } },
-      { id: 'loopbrake-breaker', file: 'breaker.js', config: { onLimit: 'deny', limits: { exact: 3, cmd: 3 }, warnAt: 0, summarizeAt: 0 } },
+      { id: 'toolbrake-breaker', file: 'breaker.js', config: { onLimit: 'deny', limits: { exact: 3, cmd: 3 }, warnAt: 0, summarizeAt: 0 } },
     ],
     3,
   )
   assert.equal(results.length, 3, JSON.stringify(results))
-  assert.match(results[1], /loopbrake-e2e/)
+  assert.match(results[1], /toolbrake-e2e/)
   assert.match(results[2], /REPEAT_TOOL_BLOCKED: repeated bash \(semantic match\)/)
 })
 

@@ -1,13 +1,13 @@
 // The engines for a host adapter, from a configuration object: the `[streak]` and
-// `[breaker]` tables of `loopbrake.toml` (snake_case keys), validated by loopbrake's rules.
+// `[breaker]` tables of `toolbrake.toml` (snake_case keys), validated by toolbrake's rules.
 import { native } from './native.js'
 
 /** A configuration that cannot be used: the key, the value and the rule. */
-export class LoopbrakeConfigError extends TypeError {
+export class ToolBrakeConfigError extends TypeError {
   constructor({ key, value, rule, message }) {
-    super(`loopbrake: ${message}`)
-    this.name = 'LoopbrakeConfigError'
-    this.code = 'LOOPBRAKE_CONFIG'
+    super(`toolbrake: ${message}`)
+    this.name = 'ToolBrakeConfigError'
+    this.code = 'TOOLBRAKE_CONFIG'
     this.key = key
     this.value = value
     this.rule = rule
@@ -15,18 +15,18 @@ export class LoopbrakeConfigError extends TypeError {
 }
 
 /**
- * Both engines over in-memory sessions, or a LoopbrakeConfigError naming the key.
+ * Both engines over in-memory sessions, or a ToolBrakeConfigError naming the key.
  * @param {unknown} config
  */
 export function engineFor(config) {
   if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    throw new LoopbrakeConfigError({ key: '(config)', value: String(config), rule: 'must be an object', message: 'the configuration must be an object of tables ({streak, breaker})' })
+    throw new ToolBrakeConfigError({ key: '(config)', value: String(config), rule: 'must be an object', message: 'the configuration must be an object of tables ({streak, breaker})' })
   }
   let json
   try {
     json = JSON.stringify(config)
   } catch (e) {
-    throw new LoopbrakeConfigError({ key: '(config)', value: '(unserialisable)', rule: 'must be JSON', message: `the configuration cannot be written as JSON (${e.message})` })
+    throw new ToolBrakeConfigError({ key: '(config)', value: '(unserialisable)', rule: 'must be JSON', message: `the configuration cannot be written as JSON (${e.message})` })
   }
   try {
     return new native.NativeEngine(json)
@@ -37,7 +37,7 @@ export function engineFor(config) {
     } catch {
       throw e
     }
-    throw new LoopbrakeConfigError(err)
+    throw new ToolBrakeConfigError(err)
   }
 }
 

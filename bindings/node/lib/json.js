@@ -1,17 +1,17 @@
 // Values cross into Rust as JSON text. What JSON cannot hold is refused here with a
 // clear error, before anything is counted: a cycle, a BigInt, a function or a symbol in
-// the arguments is the caller's bug, not a call loopbrake can judge.
+// the arguments is the caller's bug, not a call toolbrake can judge.
 
 /** Thrown when a value cannot be judged because JSON cannot represent it. */
 export class UnjudgeableArgumentsError extends TypeError {
   constructor(message, options) {
     super(message, options)
     this.name = 'UnjudgeableArgumentsError'
-    this.code = 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS'
+    this.code = 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS'
   }
 }
 
-const LONE_SURROGATE = 'holds a lone surrogate (half of a UTF-16 pair), which is not text loopbrake can judge'
+const LONE_SURROGATE = 'holds a lone surrogate (half of a UTF-16 pair), which is not text toolbrake can judge'
 
 /**
  * A tool name as it crosses into Rust: text, or an UnjudgeableArgumentsError (a lone
@@ -21,7 +21,7 @@ const LONE_SURROGATE = 'holds a lone surrogate (half of a UTF-16 pair), which is
  */
 export function toolName(tool) {
   const name = String(tool ?? '')
-  if (!name.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: the tool name ${LONE_SURROGATE}`)
+  if (!name.isWellFormed()) throw new UnjudgeableArgumentsError(`toolbrake: the tool name ${LONE_SURROGATE}`)
   return name
 }
 
@@ -40,17 +40,17 @@ export function toJson(value, what) {
     text = JSON.stringify(value, (key, v) => {
       const where = key === '' ? what : `the value of key ${JSON.stringify(key)} in ${what}`
       const holds = key === '' && plural ? 'hold' : 'holds'
-      if (!key.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${what} ${plural ? 'have' : 'has'} a key that ${LONE_SURROGATE}`)
-      if (typeof v === 'string' && !v.isWellFormed()) throw new UnjudgeableArgumentsError(`loopbrake: ${where} ${holds} a string that ${LONE_SURROGATE}`)
+      if (!key.isWellFormed()) throw new UnjudgeableArgumentsError(`toolbrake: ${what} ${plural ? 'have' : 'has'} a key that ${LONE_SURROGATE}`)
+      if (typeof v === 'string' && !v.isWellFormed()) throw new UnjudgeableArgumentsError(`toolbrake: ${where} ${holds} a string that ${LONE_SURROGATE}`)
       const kind = { bigint: 'a BigInt', function: 'a function', symbol: 'a symbol' }[typeof v]
-      if (kind) throw new UnjudgeableArgumentsError(`loopbrake: ${where} ${holds} ${kind}, which JSON cannot represent`)
+      if (kind) throw new UnjudgeableArgumentsError(`toolbrake: ${where} ${holds} ${kind}, which JSON cannot represent`)
       return v
     })
   } catch (e) {
     if (e instanceof UnjudgeableArgumentsError) throw e
     const cycle = plural ? 'refer back to themselves (a cycle)' : 'refers back to itself (a cycle)'
     const why = /circular/i.test(String(e?.message)) ? cycle : `cannot be written as JSON (${e?.message ?? e})`
-    throw new UnjudgeableArgumentsError(`loopbrake: ${what} ${why}, which loopbrake cannot judge`, { cause: e })
+    throw new UnjudgeableArgumentsError(`toolbrake: ${what} ${why}, which toolbrake cannot judge`, { cause: e })
   }
   return text === undefined ? '{}' : text
 }
@@ -67,13 +67,13 @@ export function call(fn) {
   } catch (e) {
     if (e instanceof UnjudgeableArgumentsError) throw e
     const err = new Error(String(e?.message ?? e), { cause: e })
-    err.name = 'LoopbrakeError'
+    err.name = 'ToolBrakeError'
     throw err
   }
 }
 
 /**
- * The loopbrake outcome of a DSH tool result (`{content, value, isError}`). Never throws:
+ * The toolbrake outcome of a DSH tool result (`{content, value, isError}`). Never throws:
  * a getter that throws ends the reading, and what was read so far is the outcome (recording
  * must never replace what the tool returned).
  * @param {any} result
@@ -98,7 +98,7 @@ export function outcomeOf(result) {
 }
 
 /**
- * The loopbrake outcome of a tool that threw `error`. Never throws: an error object whose
+ * The toolbrake outcome of a tool that threw `error`. Never throws: an error object whose
  * `message` getter (or `toString`) throws is recorded as a failure without its text, and
  * the tool's own error is what its caller sees.
  * @param {unknown} error

@@ -1,4 +1,4 @@
-//! The native addon of the `loopbrake` npm package: the Rust core and the session service,
+//! The native addon of the `toolbrake` npm package: the Rust core and the session service,
 //! for JavaScript hosts (napi-rs).
 //!
 //! It only translates: JSON text in (the JavaScript side serialises arguments, refusing
@@ -7,21 +7,21 @@
 //! boundary: a panic (a bug) becomes a JavaScript error, and so does any input the core
 //! rejects (invalid JSON, nesting deeper than it reads, an unknown call id).
 
-use loopbrake_core::config::{no_env, Config, ConfigError};
-use loopbrake_core::{Call, Decision, Engine, Outcome, PostDecision};
-use loopbrake_session::{SessionError, Sessions};
-use loopbrake_store::{MemoryStore, Store};
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use toolbrake_core::config::{no_env, Config, ConfigError};
+use toolbrake_core::{Call, Decision, Engine, Outcome, PostDecision};
+use toolbrake_session::{SessionError, Sessions};
+use toolbrake_store::{MemoryStore, Store};
 
 /// Runs `f`, turning a panic into an error instead of unwinding into Node.
 fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         Err(Error::new(
             Status::GenericFailure,
-            "loopbrake: internal error (a bug in loopbrake; nothing was decided)",
+            "toolbrake: internal error (a bug in toolbrake; nothing was decided)",
         ))
     })
 }
@@ -34,10 +34,10 @@ fn parse(text: &str, what: &str) -> Result<Value> {
     serde_json::from_str(text).map_err(|e| {
         if e.to_string().starts_with("recursion limit exceeded") {
             invalid(format!(
-                "loopbrake: {what} nest deeper than loopbrake reads (128 levels); the call cannot be judged"
+                "toolbrake: {what} nest deeper than toolbrake reads (128 levels); the call cannot be judged"
             ))
         } else {
-            invalid(format!("loopbrake: {what} is not JSON ({e})"))
+            invalid(format!("toolbrake: {what} is not JSON ({e})"))
         }
     })
 }
@@ -56,7 +56,7 @@ fn config_error(e: &ConfigError) -> Error {
 pub fn call_hash(tool: String, args_json: String) -> Result<String> {
     guarded(|| {
         let args = parse(&args_json, "the arguments")?;
-        loopbrake_core::canonical::call_hash(&tool, &args).map_err(|e| invalid(e.to_string()))
+        toolbrake_core::canonical::call_hash(&tool, &args).map_err(|e| invalid(e.to_string()))
     })
 }
 
@@ -65,7 +65,7 @@ pub fn call_hash(tool: String, args_json: String) -> Result<String> {
 pub fn canonical_json(value_json: String) -> Result<String> {
     guarded(|| {
         let value = parse(&value_json, "the value")?;
-        loopbrake_core::canonical::canonical_json(&value).map_err(|e| invalid(e.to_string()))
+        toolbrake_core::canonical::canonical_json(&value).map_err(|e| invalid(e.to_string()))
     })
 }
 
@@ -73,7 +73,7 @@ pub fn canonical_json(value_json: String) -> Result<String> {
 /// `default`.
 #[napi]
 pub fn session_key(explicit: Option<String>, agent: Option<String>) -> String {
-    loopbrake_core::streak::session_key(explicit.as_deref(), agent.as_deref()).to_string()
+    toolbrake_core::streak::session_key(explicit.as_deref(), agent.as_deref()).to_string()
 }
 
 /// Validates a configuration document (`{"streak": {…}, "breaker": {…}}`, snake_case) and
@@ -95,7 +95,7 @@ pub struct NativeEngine {
 }
 
 fn session_error(e: SessionError) -> Error {
-    invalid(format!("loopbrake: {e}"))
+    invalid(format!("toolbrake: {e}"))
 }
 
 fn decision_json(d: &Decision) -> String {
@@ -188,7 +188,7 @@ impl NativeEngine {
     pub fn post(&self, session: String, call_id: String, outcome_json: String) -> Result<String> {
         guarded(|| {
             let outcome: Outcome = serde_json::from_value(parse(&outcome_json, "the outcome")?)
-                .map_err(|e| invalid(format!("loopbrake: the outcome is not valid ({e})")))?;
+                .map_err(|e| invalid(format!("toolbrake: the outcome is not valid ({e})")))?;
             let p = self
                 .sessions()
                 .post(&session, &call_id, &outcome)
@@ -198,28 +198,28 @@ impl NativeEngine {
     }
 
     /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
-    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it: `{"output":
+    /// callbacks, as JSON), answered exactly as `toolbrake hook claude` answers it: `{"output":
     /// <the hook's JSON output, or null for no opinion>, "warnings": [...]}`. With
-    /// `fail_closed`, a `PreToolUse` loopbrake cannot judge (a payload it cannot read) is
+    /// `fail_closed`, a `PreToolUse` toolbrake cannot judge (a payload it cannot read) is
     /// denied, saying why; otherwise it is let through with a warning.
     #[napi]
     pub fn claude_hook(&self, payload_json: String, fail_closed: bool) -> Result<String> {
         guarded(|| {
-            let ctx = loopbrake_hooks::Context {
+            let ctx = toolbrake_hooks::Context {
                 engine: &self.engine,
                 store: Ok(&self.store),
                 fail_closed,
                 observer: None,
                 traceparent: None,
             };
-            let reply = loopbrake_hooks::handle(
-                loopbrake_hooks::Dialect::Claude,
+            let reply = toolbrake_hooks::handle(
+                toolbrake_hooks::Dialect::Claude,
                 payload_json.as_bytes(),
                 &ctx,
             );
             let output = match reply.stdout.as_deref().map(serde_json::from_str::<Value>) {
                 Some(Ok(v)) => v,
-                Some(Err(e)) => return Err(invalid(format!("loopbrake: internal error: {e}"))),
+                Some(Err(e)) => return Err(invalid(format!("toolbrake: internal error: {e}"))),
                 None => Value::Null,
             };
             Ok(json!({"output": output, "warnings": reply.warnings}).to_string())
@@ -279,7 +279,7 @@ impl NativeEngine {
 /// `web_fetch_file` for JavaScript hosts: fetches a URL to a file under the workspace root.
 #[napi]
 pub struct NativeFetcher {
-    inner: std::sync::Arc<loopbrake_fetch::Fetcher>,
+    inner: std::sync::Arc<toolbrake_fetch::Fetcher>,
 }
 
 #[napi]
@@ -290,13 +290,13 @@ impl NativeFetcher {
     pub fn new(root: String, settings_json: String) -> Result<Self> {
         guarded(|| {
             let doc = parse(&settings_json, "the fetch settings")?;
-            let table = loopbrake_config::toml_of_json(&doc);
+            let table = toolbrake_config::toml_of_json(&doc);
             let settings =
-                loopbrake_fetch::fetch_table(table.as_ref()).map_err(|e| config_error(&e))?;
-            let fetcher = loopbrake_fetch::Fetcher::new(settings, std::path::Path::new(&root))
+                toolbrake_fetch::fetch_table(table.as_ref()).map_err(|e| config_error(&e))?;
+            let fetcher = toolbrake_fetch::Fetcher::new(settings, std::path::Path::new(&root))
                 .map_err(|e| {
                     invalid(format!(
-                        "loopbrake: cannot use {root} as the workspace root: {e}"
+                        "toolbrake: cannot use {root} as the workspace root: {e}"
                     ))
                 })?;
             Ok(NativeFetcher {

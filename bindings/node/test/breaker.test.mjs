@@ -1,7 +1,7 @@
 // The breaker plugin in a fake host: the seed's scenarios, asks, advisories, resets.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import breaker, { BreakerConfigError, Config } from 'loopbrake/breaker'
+import breaker, { BreakerConfigError, Config } from 'toolbrake/breaker'
 import { fakeHost } from './support/host.mjs'
 
 const ok = (text) => async () => ({ content: [{ type: 'text', text }], value: { exitCode: 0 } })
@@ -31,7 +31,7 @@ test('the cosmetic curl loop gets advisories at 7 and 11 and is denied at 12', a
   assert.match(seen[6].advisories[0], /^CONVERGENCE_CHECK: you are repeating yourself/)
   assert.match(seen[10].advisories[0], /summarise your progress/)
   assert.equal(seen[6].sources[0].kind, 'plugin')
-  assert.equal(seen[6].sources[0].plugin, 'loopbrake-breaker')
+  assert.equal(seen[6].sources[0].plugin, 'toolbrake-breaker')
   assert.match(seen[11].text, /^REPEAT_TOOL_BLOCKED: repeated bash \(semantic match\)/)
   assert.deepEqual(seen[11].advisories, [], 'a denied call brings no advisory')
 })
@@ -82,7 +82,7 @@ test('calls without an agent are not counted; excluded tools never are', async (
   }
 })
 
-test('the configuration takes the original camelCase keys with loopbrake validation', () => {
+test('the configuration takes the original camelCase keys with toolbrake validation', () => {
   assert.deepEqual(Config({ warnAt: null, limits: { site: null, 'host:a.b': 30 } }), { warnAt: null, limits: { site: null, 'host:a.b': 30 } })
   const cases = [
     [{ window: 3 }, 'window'],
@@ -161,7 +161,7 @@ test('webFetchFile: the tool is registered, fetches to a file, and shell fetches
   await new Promise((ok) => server.listen(0, '127.0.0.1', ok))
   const base = `http://127.0.0.1:${server.address().port}`
   try {
-    const root = mkdtempSync(join(tmpdir(), 'loopbrake-fetch-'))
+    const root = mkdtempSync(join(tmpdir(), 'toolbrake-fetch-'))
     const h = fakeHost()
     const dispose = breaker.apply(h.ctx, { onLimit: 'deny', webFetchFile: { root, maxBytes: 1000 } })
     const tool = h.registry.get('web_fetch_file')

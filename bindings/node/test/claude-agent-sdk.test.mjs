@@ -1,7 +1,7 @@
-// loopbrake/claude-agent-sdk: the callbacks on Claude Code's hook payloads, then end to end
+// toolbrake/claude-agent-sdk: the callbacks on Claude Code's hook payloads, then end to end
 // inside the real Claude Agent SDK (@anthropic-ai/claude-agent-sdk 0.3.332, which runs
 // Claude Code 2.1.332) against the scripted stand-in model of the agent end-to-end tests
-// (crates/loopbrake/tests/e2e/mock_model.py, the Anthropic Messages API on 127.0.0.1).
+// (crates/toolbrake/tests/e2e/mock_model.py, the Anthropic Messages API on 127.0.0.1).
 // The assertions are on what the model was sent: what it was shown.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -10,13 +10,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { HOOK_EVENTS, LoopbrakeConfigError, loopbrakeHooks } from 'loopbrake/claude-agent-sdk'
+import { HOOK_EVENTS, ToolBrakeConfigError, toolbrakeHooks } from 'toolbrake/claude-agent-sdk'
 
 const here = import.meta.dirname ?? new URL('.', import.meta.url).pathname
-const modules = process.env.LOOPBRAKE_E2E_NODE_MODULES ?? join(here, '../../../target/e2e-npm/node_modules')
+const modules = process.env.TOOLBRAKE_E2E_NODE_MODULES ?? join(here, '../../../target/e2e-npm/node_modules')
 const sdkPath = join(modules, '@anthropic-ai/claude-agent-sdk/sdk.mjs')
-const standIn = join(here, '../../../crates/loopbrake/tests/e2e/mock_model.py')
-const sdkMissing = !existsSync(sdkPath) && `${sdkPath} is missing: run ./scripts/test once (it installs @anthropic-ai/claude-agent-sdk@0.3.332 from npm), or set LOOPBRAKE_E2E_NODE_MODULES to a node_modules holding it`
+const standIn = join(here, '../../../crates/toolbrake/tests/e2e/mock_model.py')
+const sdkMissing = !existsSync(sdkPath) && `${sdkPath} is missing: run ./scripts/test once (it installs @anthropic-ai/claude-agent-sdk@0.3.332 from npm), or set TOOLBRAKE_E2E_NODE_MODULES to a node_modules holding it`
 
 const pre = (id, command = 'make test', extra = {}) => ({
   session_id: 's1',
@@ -32,7 +32,7 @@ const post = (id, stdout, command = 'make test') => ({ ...pre(id, command), hook
 const call = (hooks, input) => hooks[input.hook_event_name][0].hooks[0](input, input.tool_use_id, { signal: new AbortController().signal })
 
 test('the hooks option has one matcher per event, and the third identical call is denied with the text the model reads', async () => {
-  const hooks = loopbrakeHooks()
+  const hooks = toolbrakeHooks()
   assert.deepEqual(Object.keys(hooks), [...HOOK_EVENTS])
   assert.equal(hooks.PreToolUse[0].onFailure, undefined, 'fail open by default')
   for (const id of ['t1', 't2']) {
@@ -48,7 +48,7 @@ test('the hooks option has one matcher per event, and the third identical call i
 })
 
 test('a call whose output changes is not stopped; a failing one feeds the failure track', async () => {
-  const hooks = loopbrakeHooks({ config: { breaker: { on_limit: 'deny' } } })
+  const hooks = toolbrakeHooks({ config: { breaker: { on_limit: 'deny' } } })
   for (let i = 1; i <= 6; i++) {
     assert.deepEqual(await call(hooks, pre(`p${i}`, 'cat progress')), {}, `call ${i} runs`)
     await call(hooks, post(`p${i}`, `step ${i}`, 'cat progress'))
@@ -66,30 +66,30 @@ test('a call whose output changes is not stopped; a failing one feeds the failur
   assert.match(advisories[2], /has failed 3 times in a row/)
 })
 
-test('a payload loopbrake cannot read lets the call run with a warning, or refuses it when failing closed', async () => {
+test('a payload toolbrake cannot read lets the call run with a warning, or refuses it when failing closed', async () => {
   const warnings = []
-  const open = loopbrakeHooks({ onWarning: (w) => warnings.push(w) })
+  const open = toolbrakeHooks({ onWarning: (w) => warnings.push(w) })
   assert.deepEqual(await open.PreToolUse[0].hooks[0]({ hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'ls', password: 'hunter2' } }), {})
   assert.equal(warnings.length, 1)
   assert.match(warnings[0], /could not handle PreToolUse: the payload has no session_id/)
   assert.doesNotMatch(warnings.join('\n'), /hunter2/, 'never an argument value')
 
-  const closed = loopbrakeHooks({ failClosed: true, onWarning: () => {} })
+  const closed = toolbrakeHooks({ failClosed: true, onWarning: () => {} })
   assert.equal(closed.PreToolUse[0].onFailure, 'block', 'a failing callback blocks the call')
   assert.equal(closed.PostToolUse[0].onFailure, undefined, 'only the event that guards a call blocks')
   const refused = await closed.PreToolUse[0].hooks[0]({ hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: {} })
   assert.equal(refused.hookSpecificOutput.permissionDecision, 'deny')
-  assert.match(refused.hookSpecificOutput.permissionDecisionReason, /loopbrake could not judge this call/)
+  assert.match(refused.hookSpecificOutput.permissionDecisionReason, /toolbrake could not judge this call/)
 })
 
 test('an invalid configuration is refused when the hooks are made, naming the key', () => {
-  assert.throws(() => loopbrakeHooks({ config: { streak: { max_repeats: 0 } } }), (e) => e instanceof LoopbrakeConfigError && e.key === 'streak.max_repeats')
-  assert.throws(() => loopbrakeHooks({ config: { store: {} } }), LoopbrakeConfigError)
-  assert.throws(() => loopbrakeHooks({ failClosed: 'yes' }), LoopbrakeConfigError)
+  assert.throws(() => toolbrakeHooks({ config: { streak: { max_repeats: 0 } } }), (e) => e instanceof ToolBrakeConfigError && e.key === 'streak.max_repeats')
+  assert.throws(() => toolbrakeHooks({ config: { store: {} } }), ToolBrakeConfigError)
+  assert.throws(() => toolbrakeHooks({ failClosed: 'yes' }), ToolBrakeConfigError)
 })
 
 test('the session option counts calls from several SDK sessions together', async () => {
-  const hooks = loopbrakeHooks({ session: 'app' })
+  const hooks = toolbrakeHooks({ session: 'app' })
   for (const [i, sid] of ['a', 'b'].entries()) {
     await call(hooks, { ...pre(`x${i}`), session_id: sid })
     await call(hooks, { ...post(`x${i}`, 'ok'), session_id: sid })
@@ -161,11 +161,11 @@ async function runAgent(dir, port, hooks, extra = {}) {
 }
 
 test('in the real Claude Agent SDK, the third identical Bash call is refused before it runs and the model reads why', { skip: sdkMissing, timeout: 240_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'loopbrake-agent-sdk-'))
+  const dir = mkdtempSync(join(tmpdir(), 'toolbrake-agent-sdk-'))
   // Each run of the command appends a line to ran.log: the file counts the runs.
   const model = await startModel(dir, `echo same-call; echo x >> ${join(dir, 'ran.log')}`, 8)
   try {
-    const messages = await runAgent(dir, model.port, loopbrakeHooks())
+    const messages = await runAgent(dir, model.port, toolbrakeHooks())
     assert.equal(messages.at(-1)?.type, 'result')
     const results = toolResults(model.requests())
     assert.equal(results.length, 3, `two calls ran, the third was refused, the model stopped: ${JSON.stringify(results)}`)
@@ -181,11 +181,11 @@ test('in the real Claude Agent SDK, the third identical Bash call is refused bef
 })
 
 test('in the real Claude Agent SDK, a repeated call whose output changes is not stopped', { skip: sdkMissing, timeout: 240_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'loopbrake-agent-sdk-'))
+  const dir = mkdtempSync(join(tmpdir(), 'toolbrake-agent-sdk-'))
   const counter = join(dir, 'count')
   const model = await startModel(dir, `n=$(( $(cat ${counter} 2>/dev/null || echo 0) + 1 )); echo $n > ${counter}; echo step-$n`, 5)
   try {
-    await runAgent(dir, model.port, loopbrakeHooks())
+    await runAgent(dir, model.port, toolbrakeHooks())
     const results = toolResults(model.requests())
     assert.equal(results.length, 5, JSON.stringify(results))
     results.forEach((r, i) => {
@@ -200,11 +200,11 @@ test('in the real Claude Agent SDK, a repeated call whose output changes is not 
 })
 
 // A gate that asks: the breaker's exact gate at the 2nd identical call, the streak brake out
-// of the way. The SDK hands the ask to `canUseTool` with loopbrake's reason.
+// of the way. The SDK hands the ask to `canUseTool` with toolbrake's reason.
 const asking = { streak: { max_repeats: 10 }, breaker: { limits: { exact: 2 }, on_limit: 'ask' } }
 
-test('in the real Claude Agent SDK, an ask reaches canUseTool with loopbrake\'s reason, and an approved call runs', { skip: sdkMissing, timeout: 240_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'loopbrake-agent-sdk-'))
+test('in the real Claude Agent SDK, an ask reaches canUseTool with toolbrake\'s reason, and an approved call runs', { skip: sdkMissing, timeout: 240_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'toolbrake-agent-sdk-'))
   const model = await startModel(dir, 'echo same-call', 4)
   const asked = []
   const canUseTool = async (tool, input, { decisionReason }) => {
@@ -212,7 +212,7 @@ test('in the real Claude Agent SDK, an ask reaches canUseTool with loopbrake\'s 
     return { behavior: 'allow', updatedInput: input }
   }
   try {
-    await runAgent(dir, model.port, loopbrakeHooks({ config: asking }), { canUseTool })
+    await runAgent(dir, model.port, toolbrakeHooks({ config: asking }), { canUseTool })
     assert.equal(asked.length, 1, 'asked once: the approval holds for the rest of the turn')
     assert.equal(asked[0].tool, 'Bash')
     assert.match(asked[0].decisionReason, /this call is about to be blocked as a repeat/)
@@ -226,10 +226,10 @@ test('in the real Claude Agent SDK, an ask reaches canUseTool with loopbrake\'s 
 })
 
 test('in the real Claude Agent SDK, an ask with no canUseTool is refused, and so are its repeats', { skip: sdkMissing, timeout: 240_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'loopbrake-agent-sdk-'))
+  const dir = mkdtempSync(join(tmpdir(), 'toolbrake-agent-sdk-'))
   const model = await startModel(dir, 'echo same-call', 4)
   try {
-    await runAgent(dir, model.port, loopbrakeHooks({ config: asking }))
+    await runAgent(dir, model.port, toolbrakeHooks({ config: asking }))
     const results = toolResults(model.requests())
     assert.equal(results.length, 3, JSON.stringify(results))
     assert.ok(!results[0].isError)

@@ -1,7 +1,7 @@
 // loop-brake as a DSH plugin, in a fake host that dispatches like the real one.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import plugin, { LoopBrakeError } from 'loopbrake/loop-brake'
+import plugin, { LoopBrakeError } from 'toolbrake/loop-brake'
 
 function host({ withExecute = true } = {}) {
   const registry = new Map()

@@ -14,8 +14,8 @@ import {
   sessionKey,
   normalizeMaxRepeats,
   resolveMaxRepeats,
-} from 'loopbrake/loop-brake'
-import * as root from 'loopbrake'
+} from 'toolbrake/loop-brake'
+import * as root from 'toolbrake'
 import { createHash } from 'node:crypto'
 
 const refused = (fn) => {
@@ -99,7 +99,7 @@ test('maxRepeats 1 refuses every call; invalid values are refused when applied',
 test('resolveMaxRepeats: the config wins, then the environment (digits only), then 3', () => {
   assert.equal(resolveMaxRepeats({ maxRepeats: 4 }, { DSH_LOOP_BRAKE_MAX_REPEATS: '7' }), 4)
   assert.equal(resolveMaxRepeats({}, { DSH_LOOP_BRAKE_MAX_REPEATS: '7' }), 7)
-  assert.equal(resolveMaxRepeats({}, { LOOPBRAKE_MAX_REPEATS: '6', DSH_LOOP_BRAKE_MAX_REPEATS: '7' }), 6)
+  assert.equal(resolveMaxRepeats({}, { TOOLBRAKE_MAX_REPEATS: '6', DSH_LOOP_BRAKE_MAX_REPEATS: '7' }), 6)
   assert.equal(resolveMaxRepeats({}, {}), 3)
   for (const bad of [' 3', '3\n', '0', '', 'many', '2.5']) {
     const e = refused(() => resolveMaxRepeats({}, { DSH_LOOP_BRAKE_MAX_REPEATS: bad }))
@@ -153,7 +153,7 @@ test('arguments JSON cannot hold get a clear error and count nothing', () => {
   for (const args of [cyclic, { n: 10n }, { f() {} }, { s: Symbol('x') }, deep]) {
     const e = refused(() => brake.check({ tool: 't', args, sessionId: 'bad' }))
     assert.ok(e instanceof Error && !(e instanceof LoopBrakeError), String(e))
-    assert.match(e.message, /loopbrake/)
+    assert.match(e.message, /toolbrake/)
   }
   const nested = JSON.parse('['.repeat(200) + ']'.repeat(200))
   const e = refused(() => brake.check({ tool: 't', args: nested, sessionId: 'bad' }))
@@ -171,7 +171,7 @@ test('a lone surrogate in a tool name or an argument is an UnjudgeableArgumentsE
   ]) {
     const e = refused(() => brake.check({ tool, args, sessionId: 'bad' }))
     assert.ok(e instanceof UnjudgeableArgumentsError, String(e))
-    assert.equal(e.code, 'LOOPBRAKE_UNJUDGEABLE_ARGUMENTS')
+    assert.equal(e.code, 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS')
     assert.match(e.message, /lone surrogate/)
     const h = refused(() => callHash(tool, args))
     assert.ok(h instanceof UnjudgeableArgumentsError, String(h))
@@ -186,9 +186,9 @@ test('what cannot be judged is named in a grammatical sentence', () => {
   const cyclic = { q: 'weather' }
   cyclic.self = cyclic
   const says = (args) => refused(() => brake.check({ tool: 'search', args, sessionId: 's' }))?.message
-  assert.equal(says(cyclic), 'loopbrake: the arguments of search refer back to themselves (a cycle), which loopbrake cannot judge')
-  assert.equal(says({ n: 1n }), 'loopbrake: the value of key "n" in the arguments of search holds a BigInt, which JSON cannot represent')
-  assert.match(refused(() => canonicalJson(10n)).message, /^loopbrake: the value holds a BigInt/)
+  assert.equal(says(cyclic), 'toolbrake: the arguments of search refer back to themselves (a cycle), which toolbrake cannot judge')
+  assert.equal(says({ n: 1n }), 'toolbrake: the value of key "n" in the arguments of search holds a BigInt, which JSON cannot represent')
+  assert.match(refused(() => canonicalJson(10n)).message, /^toolbrake: the value holds a BigInt/)
   assert.equal(brake.sessions, 0)
 })
 
@@ -226,5 +226,5 @@ test('the root export re-exports both subpaths', () => {
   assert.equal(root.LoopBrake, LoopBrake)
   assert.equal(typeof root.breaker.apply, 'function')
   assert.equal(typeof root.loopBrake.apply, 'function')
-  assert.equal(root.breaker.name, 'loopbrake-breaker')
+  assert.equal(root.breaker.name, 'toolbrake-breaker')
 })

@@ -1,6 +1,6 @@
-// loopbrake/opencode: the plugin's hooks on opencode's inputs, then end to end inside the real
+// toolbrake/opencode: the plugin's hooks on opencode's inputs, then end to end inside the real
 // opencode (opencode-ai 1.18.33) and Kilo Code's CLI (@kilocode/cli 7.7.7, an opencode fork),
-// installed by `loopbrake init opencode|kilo --plugin <this package>`, with a local
+// installed by `toolbrake init opencode|kilo --plugin <this package>`, with a local
 // @ai-sdk/openai-compatible provider pointed at the chat-completions stand-in model
 // (test/support/model.mjs). The assertions are on what the model was sent.
 import { test } from 'node:test'
@@ -9,21 +9,21 @@ import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import plugin, { CANNOT_ASK, LoopbrakeConfigError, LoopbrakeRefusal } from 'loopbrake/opencode'
+import plugin, { CANNOT_ASK, ToolBrakeConfigError, ToolBrakeRefusal } from 'toolbrake/opencode'
 import { startModel, toolResults } from './support/model.mjs'
 
 const here = import.meta.dirname ?? new URL('.', import.meta.url).pathname
 const pkg = join(here, '..')
 const repo = join(here, '../../..')
-const modules = process.env.LOOPBRAKE_E2E_NODE_MODULES ?? join(repo, 'target/e2e-npm/node_modules')
-const loopbrakeBin = process.env.LOOPBRAKE_BIN ?? join(repo, 'target/debug/loopbrake')
+const modules = process.env.TOOLBRAKE_E2E_NODE_MODULES ?? join(repo, 'target/e2e-npm/node_modules')
+const toolbrakeBin = process.env.TOOLBRAKE_BIN ?? join(repo, 'target/debug/toolbrake')
 const hosts = {
   opencode: { bin: join(modules, 'opencode-linux-x64/bin/opencode'), npm: 'opencode-ai@1.18.33', env: { OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1' } },
   kilo: { bin: join(modules, '@kilocode/cli-linux-x64/bin/kilo'), npm: '@kilocode/cli@7.7.7', env: { KILO_DISABLE_MODELS_FETCH: '1', KILO_DISABLE_AUTOUPDATE: '1', KILO_TELEMETRY_LEVEL: 'off' } },
 }
 const missing = (host) =>
-  (!existsSync(hosts[host].bin) && `${hosts[host].bin} is missing: run ./scripts/test once (it installs ${hosts[host].npm} from npm), or set LOOPBRAKE_E2E_NODE_MODULES`) ||
-  (!existsSync(loopbrakeBin) && `${loopbrakeBin} is missing: build it (cargo build -p loopbrake) or set LOOPBRAKE_BIN`)
+  (!existsSync(hosts[host].bin) && `${hosts[host].bin} is missing: run ./scripts/test once (it installs ${hosts[host].npm} from npm), or set TOOLBRAKE_E2E_NODE_MODULES`) ||
+  (!existsSync(toolbrakeBin) && `${toolbrakeBin} is missing: build it (cargo build -p toolbrake) or set TOOLBRAKE_BIN`)
 
 const before = (hooks, callID, args, sessionID = 's1', tool = 'bash') => hooks['tool.execute.before']({ tool, sessionID, callID }, { args })
 const after = (hooks, callID, output, exit = 0, sessionID = 's1', tool = 'bash') => {
@@ -32,7 +32,7 @@ const after = (hooks, callID, output, exit = 0, sessionID = 's1', tool = 'bash')
 }
 
 test('the plugin refuses the third identical call by throwing what the model reads', async () => {
-  assert.equal(plugin.id, 'loopbrake')
+  assert.equal(plugin.id, 'toolbrake')
   const hooks = await plugin.server({}, {})
   const args = { command: 'make test', description: 'run the tests' }
   for (const id of ['c1', 'c2']) {
@@ -40,7 +40,7 @@ test('the plugin refuses the third identical call by throwing what the model rea
     await after(hooks, id, 'ok')
   }
   await assert.rejects(before(hooks, 'c3', { ...args, description: 'again' }), (e) => {
-    assert.ok(e instanceof LoopbrakeRefusal)
+    assert.ok(e instanceof ToolBrakeRefusal)
     assert.equal(e.code, 'LOOP_BRAKE')
     assert.match(e.message, /^loop brake: tool "bash" called 3 times in a row with identical arguments/)
     return true
@@ -81,7 +81,7 @@ test('an ask cannot be asked from a plugin: it is refused, saying so', async () 
   await assert.rejects(before(hooks, 'a2', { command: 'ls' }), (e) => e.message.startsWith(CANNOT_ASK) && /about to be blocked as a repeat/.test(e.message))
 })
 
-test('arguments loopbrake cannot judge run with a warning, or are refused when failing closed; bad options are refused at load', async () => {
+test('arguments toolbrake cannot judge run with a warning, or are refused when failing closed; bad options are refused at load', async () => {
   const warnings = []
   const open = await plugin.server({}, { onWarning: (w) => warnings.push(w) })
   await before(open, 'b1', { n: 1n, password: 'hunter2' })
@@ -89,16 +89,16 @@ test('arguments loopbrake cannot judge run with a warning, or are refused when f
   assert.match(warnings[0], /could not judge a bash call: .*BigInt/)
   assert.doesNotMatch(warnings[0], /hunter2/)
   const closed = await plugin.server({}, { failClosed: true, onWarning: () => {} })
-  await assert.rejects(before(closed, 'b2', { n: 1n }), /loopbrake could not judge this call .*failClosed/)
-  await assert.rejects(plugin.server({}, { config: { streak: { max_repeats: 0 } } }), (e) => e instanceof LoopbrakeConfigError && e.key === 'streak.max_repeats')
-  await assert.rejects(plugin.server({}, { failClosed: 'yes' }), LoopbrakeConfigError)
+  await assert.rejects(before(closed, 'b2', { n: 1n }), /toolbrake could not judge this call .*failClosed/)
+  await assert.rejects(plugin.server({}, { config: { streak: { max_repeats: 0 } } }), (e) => e instanceof ToolBrakeConfigError && e.key === 'streak.max_repeats')
+  await assert.rejects(plugin.server({}, { failClosed: 'yes' }), ToolBrakeConfigError)
 })
 
 // --- end to end, inside the real hosts ---------------------------------------------------
 
 /**
  * A home for the host with the stand-in as its model (a user config with a local
- * openai-compatible provider), then `loopbrake init HOST --plugin <this package>` on top.
+ * openai-compatible provider), then `toolbrake init HOST --plugin <this package>` on top.
  */
 function setup(host, dir, url, options) {
   const cfgDir = join(dir, 'xdg', host)
@@ -120,15 +120,15 @@ function setup(host, dir, url, options) {
     ...(host === 'kilo' ? { disabled_providers: ['kilo'] } : {}),
   }
   writeFileSync(file, JSON.stringify(config, null, 2))
-  const out = execFileSync(loopbrakeBin, ['init', host, '--plugin', pkg], { env: { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, encoding: 'utf8' })
-  assert.match(out, new RegExp(`Installed loopbrake's plugin into ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
+  const out = execFileSync(toolbrakeBin, ['init', host, '--plugin', pkg], { env: { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, encoding: 'utf8' })
+  assert.match(out, new RegExp(`Installed toolbrake's plugin into ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
   const installed = JSON.parse(readFileSync(file, 'utf8'))
   assert.deepEqual(installed.provider, config.provider, 'the user\'s settings are kept')
   assert.deepEqual(installed.plugin, [realpathSync(pkg)], 'the plugin is this package\'s folder')
   if (options !== undefined) {
     // The plugin's options, as a user writes them: `[spec, options]`. Installing again keeps them.
     writeFileSync(file, JSON.stringify({ ...installed, plugin: [[installed.plugin[0], options]] }, null, 2))
-    const again = execFileSync(loopbrakeBin, ['init', host, '--plugin', pkg], { env: { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, encoding: 'utf8' })
+    const again = execFileSync(toolbrakeBin, ['init', host, '--plugin', pkg], { env: { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, encoding: 'utf8' })
     assert.match(again, /nothing to change/)
     assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')).plugin, [[realpathSync(pkg), options]])
   }
@@ -158,7 +158,7 @@ async function run(host, dir) {
 
 for (const host of Object.keys(hosts)) {
   test(`in the real ${host}, the third identical bash call is refused before it runs and the model reads why`, { skip: missing(host), timeout: 240_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), `loopbrake-${host}-`))
+    const dir = mkdtempSync(join(tmpdir(), `toolbrake-${host}-`))
     // Each run appends a line to ran.log (in the working folder: a path outside it would
     // need the operator's permission).
     const model = await startModel({ calls: 3, command: 'echo same-call; echo x >> ran.log' })
@@ -177,7 +177,7 @@ for (const host of Object.keys(hosts)) {
   })
 
   test(`in the real ${host}, a repeated call whose output changes is not stopped`, { skip: missing(host), timeout: 240_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), `loopbrake-${host}-`))
+    const dir = mkdtempSync(join(tmpdir(), `toolbrake-${host}-`))
     // Inside the working folder: a path outside it would need the operator's permission.
     const counter = join(dir, 'work', 'count')
     const model = await startModel({ calls: 5, command: 'n=$(( $(cat count 2>/dev/null || echo 0) + 1 )); echo $n > count; echo step-$n' })
@@ -195,7 +195,7 @@ for (const host of Object.keys(hosts)) {
   })
 
   test(`in the real ${host}, failures are recorded: a failing command is advised after its third failure and stopped at its sixth`, { skip: missing(host), timeout: 240_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), `loopbrake-${host}-`))
+    const dir = mkdtempSync(join(tmpdir(), `toolbrake-${host}-`))
     // --max-time changes every call: the streak never sees a repeat. The shell reports exit 7.
     const model = await startModel({ calls: 6, command: 'curl -sSf --max-time {n} http://127.0.0.1:9/missing' })
     try {
@@ -214,7 +214,7 @@ for (const host of Object.keys(hosts)) {
   })
 
   test(`in the real ${host}, a tool that throws is recorded from the event stream: the sixth identical failing read is stopped`, { skip: missing(host), timeout: 240_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), `loopbrake-${host}-`))
+    const dir = mkdtempSync(join(tmpdir(), `toolbrake-${host}-`))
     // The streak brake out of the way: only the failure track, fed by the error parts, stops it.
     const model = await startModel({ calls: 6, tool: 'read', args: { filePath: join(dir, 'work', 'missing.txt') } })
     try {

@@ -1,5 +1,5 @@
 // What a user installs: `npm pack`, the tarball installed offline into a fresh project,
-// and both entry points (`loopbrake/loop-brake`, `loopbrake/breaker`) imported and
+// and both entry points (`toolbrake/loop-brake`, `toolbrake/breaker`) imported and
 // required from there, each judging calls through the native addon it ships.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -17,7 +17,7 @@ const run = (cmd, args, cwd) =>
 test('the packed tarball installs into a fresh project and both entry points work', {
   skip: !addon && 'the native addon is not built: run `npm run build` first',
 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'loopbrake-pack-'))
+  const dir = mkdtempSync(join(tmpdir(), 'toolbrake-pack-'))
   try {
     const [packed] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', dir], pkg))
     const files = packed.files.map((f) => f.path)
@@ -30,9 +30,9 @@ test('the packed tarball installs into a fresh project and both entry points wor
     run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, packed.filename)], app)
 
     writeFileSync(join(app, 'esm.mjs'), `
-import { LoopBrake, LoopBrakeError, wrapExecute } from 'loopbrake/loop-brake'
-import breaker, { Config } from 'loopbrake/breaker'
-import * as root from 'loopbrake'
+import { LoopBrake, LoopBrakeError, wrapExecute } from 'toolbrake/loop-brake'
+import breaker, { Config } from 'toolbrake/breaker'
+import * as root from 'toolbrake'
 const brake = new LoopBrake({ maxRepeats: 3 })
 const search = wrapExecute(() => 'sunny', brake, { tool: 'search', sessionId: 's' })
 search({ q: 'weather' }); search({ q: 'weather' })
@@ -43,11 +43,11 @@ try { Config({ limits: { exact: 0 } }) } catch (e) { invalid = e.name }
 console.log(JSON.stringify({ refused, invalid, plugin: breaker.name, root: typeof root.LoopBrake }))
 `)
     const esm = JSON.parse(run('node', ['esm.mjs'], app))
-    assert.deepEqual(esm, { refused: 'LOOP_BRAKE', invalid: 'BreakerConfigError', plugin: 'loopbrake-breaker', root: 'function' })
+    assert.deepEqual(esm, { refused: 'LOOP_BRAKE', invalid: 'BreakerConfigError', plugin: 'toolbrake-breaker', root: 'function' })
 
     writeFileSync(join(app, 'cjs.cjs'), `
-const { LoopBrake } = require('loopbrake/loop-brake')
-const { Config } = require('loopbrake/breaker')
+const { LoopBrake } = require('toolbrake/loop-brake')
+const { Config } = require('toolbrake/breaker')
 const brake = new LoopBrake({ maxRepeats: 2 })
 brake.check({ tool: 't', args: {} })
 let refused = ''

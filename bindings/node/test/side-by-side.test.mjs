@@ -1,17 +1,17 @@
-// loopbrake/breaker with `progress: false` against the original it ports, the npm
+// toolbrake/breaker with `progress: false` against the original it ports, the npm
 // package dsh-repeat-tool-breaker@0.5.2: both driven through the same fake host with the
 // same generated event streams, every verdict, ask and advisory compared. Advisories and
 // denials are compared by their first line (the anchor naming the fingerprint, the count
-// and the failure): loopbrake words the guidance below it in its own text.
+// and the failure): toolbrake words the guidance below it in its own text.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import breaker from 'loopbrake/breaker'
+import breaker from 'toolbrake/breaker'
 import { fakeHost } from './support/host.mjs'
 
-const modules = process.env.LOOPBRAKE_E2E_NODE_MODULES ?? join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '../../../target/e2e-npm/node_modules')
+const modules = process.env.TOOLBRAKE_E2E_NODE_MODULES ?? join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '../../../target/e2e-npm/node_modules')
 const originalPath = join(modules, 'dsh-repeat-tool-breaker', 'index.js')
 
 /** A small deterministic PRNG (mulberry32). */
@@ -26,7 +26,7 @@ function rng(seed) {
 }
 
 // Non-HTTP commands carry no `-s`/`-m`-style flags: the original strips those "volatile"
-// flags from any command, loopbrake only from HTTP clients' (docs/decisions.md, "Shell and
+// flags from any command, toolbrake only from HTTP clients' (docs/decisions.md, "Shell and
 // URL primitives"), a deliberate difference this comparison does not exercise.
 const POOL = [
   () => ({ name: 'bash', args: { command: 'curl -s https://api.example.com/v1/items?page=1', description: '1st' } }),
@@ -61,7 +61,7 @@ function stream(seed, length) {
     // Loops: a call repeated in runs, as stuck agents do.
     const call = POOL[Math.floor(r() * (r() < 0.6 ? 3 : POOL.length))](r)
     const result = Math.floor(r() * (r() < 0.5 ? 1 : RESULTS.length))
-    // Asks are declined: an approval exempts fingerprints, and loopbrake deliberately stops
+    // Asks are declined: an approval exempts fingerprints, and toolbrake deliberately stops
     // advising about exempted ones (docs/decisions.md), where the original still does.
     const answer = 'decline'
     const times = 1 + Math.floor(r() * 6)
@@ -103,9 +103,9 @@ async function drive(plugin, config, events) {
 
 // The original comes from npm: ./scripts/test installs it (and names where, so there the
 // comparison always runs); a bare `npm test` without it skips this test and says why.
-const missing = !existsSync(originalPath) && process.env.LOOPBRAKE_E2E_NODE_MODULES === undefined
+const missing = !existsSync(originalPath) && process.env.TOOLBRAKE_E2E_NODE_MODULES === undefined
 test('seed mode agrees with the original breaker, call for call', {
-  skip: missing && `${originalPath} is missing: run ./scripts/test once (it installs dsh-repeat-tool-breaker@0.5.2 from npm), or set LOOPBRAKE_E2E_NODE_MODULES to a node_modules holding it`,
+  skip: missing && `${originalPath} is missing: run ./scripts/test once (it installs dsh-repeat-tool-breaker@0.5.2 from npm), or set TOOLBRAKE_E2E_NODE_MODULES to a node_modules holding it`,
 }, async () => {
   assert.ok(existsSync(originalPath), `${originalPath} is missing: run ./scripts/test (it installs the original from npm)`)
   const original = await import(pathToFileURL(originalPath).href)

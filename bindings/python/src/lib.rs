@@ -1,20 +1,15 @@
-//! The native module of the `loopbrake` Python package (`loopbrake._native`): the Rust
+//! The native module of the `toolbrake` Python package (`toolbrake._native`): the Rust
 //! core and the session service for Python agents (PyO3).
 //!
 //! It only translates. Python values cross into JSON here, refusing what JSON cannot hold
 //! (a set, bytes, NaN, a cycle, an object with no JSON form) with a `TypeError` that names
 //! the path, before anything is counted; the session service decides; the answer goes back
 //! as a frozen `Decision` / `Recorded`. Configuration goes through the same loader as
-//! `loopbrake.toml` (`loopbrake::settings`), so a `dict` gets the file's errors, and the
+//! `toolbrake.toml` (`toolbrake::settings`), so a `dict` gets the file's errors, and the
 //! store through the same `[store]` table. Store I/O runs with the GIL released, so one
 //! `Brake` serves many threads. Nothing unwinds into Python: a panic (a bug) is an
 //! exception, and a store that fails is the configured failure policy, not an exception.
 
-use loopbrake::settings::{self, shown_url, StoreKind, StoreSettings};
-use loopbrake_core::config::{no_env, ConfigError};
-use loopbrake_core::{Call, Engine, Outcome as CoreOutcome, SessionState};
-use loopbrake_session::{SessionError, Sessions};
-use loopbrake_store::Store;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -27,17 +22,22 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use toolbrake::settings::{self, shown_url, StoreKind, StoreSettings};
+use toolbrake_core::config::{no_env, ConfigError};
+use toolbrake_core::{Call, Engine, Outcome as CoreOutcome, SessionState};
+use toolbrake_session::{SessionError, Sessions};
+use toolbrake_store::Store;
 
-/// Nesting loopbrake reads (the core's limit).
+/// Nesting toolbrake reads (the core's limit).
 const MAX_DEPTH: usize = 128;
 
-/// One of the package's exception classes (`loopbrake._errors`), raised with `args`.
+/// One of the package's exception classes (`toolbrake._errors`), raised with `args`.
 fn package_error<'py, A>(py: Python<'py>, class: &str, args: A) -> PyErr
 where
     A: pyo3::call::PyCallArgs<'py>,
 {
     match py
-        .import("loopbrake._errors")
+        .import("toolbrake._errors")
         .and_then(|m| m.getattr(class))
         .and_then(|c| c.call1(args))
     {
@@ -46,16 +46,16 @@ where
     }
 }
 
-fn loopbrake_error(py: Python<'_>, message: String) -> PyErr {
-    package_error(py, "LoopBrakeError", (message,))
+fn toolbrake_error(py: Python<'_>, message: String) -> PyErr {
+    package_error(py, "ToolBrakeError", (message,))
 }
 
 fn config_error(py: Python<'_>, prefix: &str, e: &ConfigError) -> PyErr {
     package_error(
         py,
-        "LoopBrakeConfigError",
+        "ToolBrakeConfigError",
         (
-            format!("loopbrake: {prefix}{e}"),
+            format!("toolbrake: {prefix}{e}"),
             e.key.clone(),
             e.value.clone(),
             e.rule.clone(),
@@ -66,9 +66,9 @@ fn config_error(py: Python<'_>, prefix: &str, e: &ConfigError) -> PyErr {
 /// Runs `f`, turning a panic into an exception instead of unwinding into Python.
 fn guarded<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err(loopbrake_error(
+        Err(toolbrake_error(
             py,
-            "loopbrake: internal error (a bug in loopbrake; nothing was decided)".into(),
+            "toolbrake: internal error (a bug in toolbrake; nothing was decided)".into(),
         ))
     })
 }
@@ -110,8 +110,8 @@ fn to_json(
             .map(|s| Value::String(s.into_owned()))
             .map_err(|_| {
                 PyTypeError::new_err(format!(
-                    "loopbrake: {what} hold a string{} with a lone surrogate, which is not text \
-                 loopbrake can judge",
+                    "toolbrake: {what} hold a string{} with a lone surrogate, which is not text \
+                 toolbrake can judge",
                     at(path)
                 ))
             });
@@ -127,7 +127,7 @@ fn to_json(
             return Ok(Value::from(u));
         }
         return Err(PyTypeError::new_err(format!(
-            "loopbrake: {what} hold an integer{} beyond 64 bits, which loopbrake cannot judge \
+            "toolbrake: {what} hold an integer{} beyond 64 bits, which toolbrake cannot judge \
              exactly (pass it as a string)",
             at(path)
         )));
@@ -138,7 +138,7 @@ fn to_json(
             .map(Value::Number)
             .ok_or_else(|| {
                 PyTypeError::new_err(format!(
-                    "loopbrake: {what} hold {v}{}, which JSON cannot represent",
+                    "toolbrake: {what} hold {v}{}, which JSON cannot represent",
                     at(path)
                 ))
             });
@@ -148,14 +148,14 @@ fn to_json(
         let id = obj.as_ptr() as usize;
         if stack.contains(&id) {
             return Err(PyTypeError::new_err(format!(
-                "loopbrake: {what} refer back to themselves{} (a cycle), which JSON cannot \
+                "toolbrake: {what} refer back to themselves{} (a cycle), which JSON cannot \
                  represent",
                 at(path)
             )));
         }
         if stack.len() >= MAX_DEPTH {
             return Err(PyValueError::new_err(format!(
-                "loopbrake: {what} nest deeper than loopbrake reads ({MAX_DEPTH} levels){}; \
+                "toolbrake: {what} nest deeper than toolbrake reads ({MAX_DEPTH} levels){}; \
                  the call cannot be judged",
                 at(path)
             )));
@@ -168,7 +168,7 @@ fn to_json(
             for (k, v) in d.iter() {
                 let Ok(key) = k.cast::<PyString>() else {
                     return Err(PyTypeError::new_err(format!(
-                        "loopbrake: {what} hold a key {} ({}){}: JSON object keys are text",
+                        "toolbrake: {what} hold a key {} ({}){}: JSON object keys are text",
                         k.repr().map(|r| r.to_string()).unwrap_or_default(),
                         type_name(&k),
                         at(path)
@@ -176,8 +176,8 @@ fn to_json(
                 };
                 let key = key.to_cow().map_err(|_| {
                     PyTypeError::new_err(format!(
-                        "loopbrake: {what} hold a key{} with a lone surrogate, which is not \
-                         text loopbrake can judge",
+                        "toolbrake: {what} hold a key{} with a lone surrogate, which is not \
+                         text toolbrake can judge",
                         at(path)
                     ))
                 })?;
@@ -201,7 +201,7 @@ fn to_json(
     }
     let refuse = |kind: &str| {
         PyTypeError::new_err(format!(
-            "loopbrake: {what} hold {kind}{}, which JSON cannot represent",
+            "toolbrake: {what} hold {kind}{}, which JSON cannot represent",
             at(path)
         ))
     };
@@ -280,8 +280,8 @@ fn py_str(s: Option<&str>) -> String {
     }
 }
 
-/// What loopbrake decided about a call before it runs.
-#[pyclass(frozen, module = "loopbrake", name = "Decision")]
+/// What toolbrake decided about a call before it runs.
+#[pyclass(frozen, module = "toolbrake", name = "Decision")]
 pub struct PyDecision {
     verdict: &'static str,
     message: Option<String>,
@@ -317,7 +317,7 @@ impl PyDecision {
     fn advisories(&self) -> Vec<String> {
         self.advisories.clone()
     }
-    /// The engine that refused or asked: `"streak"`, `"breaker"` or `"loopbrake"`.
+    /// The engine that refused or asked: `"streak"`, `"breaker"` or `"toolbrake"`.
     #[getter]
     fn engine(&self) -> Option<&'static str> {
         self.engine
@@ -342,7 +342,7 @@ impl PyDecision {
     fn session(&self) -> &str {
         &self.session
     }
-    /// Why loopbrake could not judge the call, when it could not (the call runs, failing
+    /// Why toolbrake could not judge the call, when it could not (the call runs, failing
     /// open), else `None`.
     #[getter]
     fn degraded(&self) -> Option<&str> {
@@ -360,8 +360,8 @@ impl PyDecision {
     }
 }
 
-/// What loopbrake made of a call's outcome.
-#[pyclass(frozen, module = "loopbrake", name = "Recorded")]
+/// What toolbrake made of a call's outcome.
+#[pyclass(frozen, module = "toolbrake", name = "Recorded")]
 pub struct PyRecorded {
     advisories: Vec<String>,
     failure: Value,
@@ -375,7 +375,7 @@ impl PyRecorded {
     fn advisories(&self) -> Vec<String> {
         self.advisories.clone()
     }
-    /// The failure loopbrake classified (`kind`, `detail`), or `None` for a success.
+    /// The failure toolbrake classified (`kind`, `detail`), or `None` for a success.
     #[getter]
     fn failure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.failure)
@@ -392,7 +392,7 @@ impl PyRecorded {
 }
 
 /// What a call did, said explicitly: its text, and whether it failed.
-#[pyclass(frozen, module = "loopbrake", name = "Outcome")]
+#[pyclass(frozen, module = "toolbrake", name = "Outcome")]
 #[derive(Clone)]
 pub struct PyOutcome {
     /// The output or error text the model saw.
@@ -469,7 +469,7 @@ fn outcome_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<CoreOutcome> {
     let text = match json_of(obj, "the result") {
         Ok(Value::String(s)) => Some(s),
         Ok(Value::Null) => None,
-        Ok(v) => loopbrake_core::canonical::canonical_json(&v)
+        Ok(v) => toolbrake_core::canonical::canonical_json(&v)
             .ok()
             .or_else(|| serde_json::to_string(&v).ok()),
         Err(_) => Some(obj.str()?.to_string()),
@@ -483,8 +483,8 @@ fn outcome_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<CoreOutcome> {
 // ---------------------------------------------------------------------------------------
 // The brake
 
-/// Both engines over a session store, for Python (wrapped by `loopbrake.Brake`).
-#[pyclass(frozen, module = "loopbrake._native")]
+/// Both engines over a session store, for Python (wrapped by `toolbrake.Brake`).
+#[pyclass(frozen, module = "toolbrake._native")]
 pub struct NativeBrake {
     engine: Engine,
     store: Arc<dyn Store>,
@@ -540,7 +540,7 @@ impl NativeBrake {
         Sessions::new(&self.engine, &*self.store).with_fail_closed(self.fail_closed)
     }
 
-    fn decision(&self, d: loopbrake_core::Decision, key: String) -> PyDecision {
+    fn decision(&self, d: toolbrake_core::Decision, key: String) -> PyDecision {
         PyDecision {
             verdict: d.verdict.as_str(),
             advisories: d.advisories.into_iter().map(|a| a.text).collect(),
@@ -561,7 +561,7 @@ impl NativeBrake {
             verdict: if u.refuse { "deny" } else { "allow" },
             message: u.refuse.then_some(u.refusal),
             advisories: Vec::new(),
-            engine: u.refuse.then_some("loopbrake"),
+            engine: u.refuse.then_some("toolbrake"),
             code: u.refuse.then_some("STORE_UNAVAILABLE"),
             hits: Value::Array(Vec::new()),
             call_id: id,
@@ -573,10 +573,10 @@ impl NativeBrake {
 
 #[pymethods]
 impl NativeBrake {
-    /// `config`: `None`, a path (`str`) to a `loopbrake.toml`, or a `dict` of the same
+    /// `config`: `None`, a path (`str`) to a `toolbrake.toml`, or a `dict` of the same
     /// tables. `store`: `None` (the configuration's `[store]`, else memory), `"memory"`,
     /// `"sqlite"`, `"sqlite:PATH"` or a Redis URL. `fail_closed`: `None` (the
-    /// configuration's), or the policy for calls loopbrake cannot judge.
+    /// configuration's), or the policy for calls toolbrake cannot judge.
     #[new]
     #[pyo3(signature = (config=None, store=None, fail_closed=None))]
     fn new(
@@ -590,7 +590,7 @@ impl NativeBrake {
                 None => settings::parse("", &no_env).map_err(|e| config_error(py, "", &e))?,
                 Some(c) if c.is_instance_of::<PyDict>() => {
                     let doc = json_of(c, "the configuration")?;
-                    let Some(toml::Value::Table(table)) = loopbrake_config::toml_of_json(&doc)
+                    let Some(toml::Value::Table(table)) = toolbrake_config::toml_of_json(&doc)
                     else {
                         unreachable!("a dict is a JSON object")
                     };
@@ -602,9 +602,9 @@ impl NativeBrake {
                     settings::load_file(Path::new(&path), &no_env).map_err(|e| match e {
                         settings::LoadError::Invalid { ref error, .. } => package_error(
                             py,
-                            "LoopBrakeConfigError",
+                            "ToolBrakeConfigError",
                             (
-                                format!("loopbrake: {e}"),
+                                format!("toolbrake: {e}"),
                                 error.key.clone(),
                                 error.value.clone(),
                                 error.rule.clone(),
@@ -612,14 +612,14 @@ impl NativeBrake {
                         ),
                         other => package_error(
                             py,
-                            "LoopBrakeConfigError",
-                            (format!("loopbrake: {other}"), "config", path.clone(), ""),
+                            "ToolBrakeConfigError",
+                            (format!("toolbrake: {other}"), "config", path.clone(), ""),
                         ),
                     })?
                 }
                 Some(c) => {
                     return Err(PyTypeError::new_err(format!(
-                        "loopbrake: config must be None, a path or a dict, not {}",
+                        "toolbrake: config must be None, a path or a dict, not {}",
                         type_name(c)
                     )))
                 }
@@ -631,11 +631,11 @@ impl NativeBrake {
             let opened = py
                 .detach(|| st.open(StoreKind::Memory, &settings::process_env))
                 .map_err(|e| {
-                    loopbrake_error(py, format!("loopbrake: cannot open the store: {e}"))
+                    toolbrake_error(py, format!("toolbrake: cannot open the store: {e}"))
                 })?;
             let mut nonce = [0u8; 6];
             getrandom::fill(&mut nonce)
-                .map_err(|e| loopbrake_error(py, format!("loopbrake: no randomness: {e}")))?;
+                .map_err(|e| toolbrake_error(py, format!("toolbrake: no randomness: {e}")))?;
             Ok(NativeBrake {
                 engine: Engine::new(loaded.engine),
                 store: opened,
@@ -672,7 +672,7 @@ impl NativeBrake {
                     self.next.fetch_add(1, Ordering::Relaxed)
                 )
             });
-            let key = loopbrake_session::key(session, agent);
+            let key = toolbrake_session::key(session, agent);
             let call = Call {
                 session: &key,
                 id: &id,
@@ -683,7 +683,7 @@ impl NativeBrake {
                 Ok(d) => Ok(self.decision(d, key)),
                 Err(SessionError::Store(e)) => Ok(self.unjudged(&e.to_string(), id, key)),
                 Err(SessionError::Engine(e)) => {
-                    Err(PyValueError::new_err(format!("loopbrake: {e}")))
+                    Err(PyValueError::new_err(format!("toolbrake: {e}")))
                 }
             }
         })
@@ -700,14 +700,14 @@ impl NativeBrake {
         agent: Option<&str>,
     ) -> PyResult<PyDecision> {
         guarded(py, || {
-            let key = loopbrake_session::key(session, agent);
+            let key = toolbrake_session::key(session, agent);
             match py.detach(|| self.sessions().answer(&key, call_id, approved)) {
                 Ok(d) => Ok(self.decision(d, key)),
                 Err(SessionError::Store(e)) => {
                     Ok(self.unjudged(&e.to_string(), call_id.to_string(), key))
                 }
                 Err(SessionError::Engine(e)) => {
-                    Err(PyValueError::new_err(format!("loopbrake: {e}")))
+                    Err(PyValueError::new_err(format!("toolbrake: {e}")))
                 }
             }
         })
@@ -725,7 +725,7 @@ impl NativeBrake {
     ) -> PyResult<PyRecorded> {
         guarded(py, || {
             let outcome = outcome_of(outcome)?;
-            let key = loopbrake_session::key(session, agent);
+            let key = toolbrake_session::key(session, agent);
             match py.detach(|| self.sessions().post(&key, call_id, &outcome)) {
                 Ok(p) => Ok(PyRecorded {
                     advisories: p.advisories.into_iter().map(|a| a.text).collect(),
@@ -738,14 +738,14 @@ impl NativeBrake {
                     degraded: Some(self.sessions().unjudged(&e.to_string()).note),
                 }),
                 Err(SessionError::Engine(e)) => {
-                    Err(PyValueError::new_err(format!("loopbrake: {e}")))
+                    Err(PyValueError::new_err(format!("toolbrake: {e}")))
                 }
             }
         })
     }
 
     /// One Claude Code hook event (the payload the Claude Agent SDK hands its hook
-    /// callbacks, as JSON), answered exactly as `loopbrake hook claude` answers it, over
+    /// callbacks, as JSON), answered exactly as `toolbrake hook claude` answers it, over
     /// this brake's engines, store and failure policy: `(output, warnings)`, where `output`
     /// is the hook's JSON output as text, or `None` for no opinion.
     fn claude_hook(
@@ -755,15 +755,15 @@ impl NativeBrake {
     ) -> PyResult<(Option<String>, Vec<String>)> {
         guarded(py, || {
             let reply = py.detach(|| {
-                let ctx = loopbrake_hooks::Context {
+                let ctx = toolbrake_hooks::Context {
                     engine: &self.engine,
                     store: Ok(&*self.store),
                     fail_closed: self.fail_closed,
                     observer: None,
                     traceparent: None,
                 };
-                loopbrake_hooks::handle(
-                    loopbrake_hooks::Dialect::Claude,
+                toolbrake_hooks::handle(
+                    toolbrake_hooks::Dialect::Claude,
                     payload_json.as_bytes(),
                     &ctx,
                 )
@@ -777,7 +777,7 @@ impl NativeBrake {
         guarded(py, || {
             py.detach(|| self.sessions().user_message(session))
                 .map(|_| ())
-                .map_err(|e| loopbrake_error(py, format!("loopbrake: {e}")))
+                .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
         })
     }
 
@@ -786,11 +786,11 @@ impl NativeBrake {
         guarded(py, || {
             py.detach(|| self.sessions().end(session))
                 .map(|_| ())
-                .map_err(|e| loopbrake_error(py, format!("loopbrake: {e}")))
+                .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
         })
     }
 
-    /// What loopbrake sees in a call (its canonical form, hash, streak identity and
+    /// What toolbrake sees in a call (its canonical form, hash, streak identity and
     /// fingerprints) and, with a session, what that session's state says of it.
     #[pyo3(signature = (tool, args=None, session=None))]
     fn explain<'py>(
@@ -806,11 +806,11 @@ impl NativeBrake {
                 None => Value::Object(Map::new()),
             };
             let invalid =
-                |e: &dyn std::fmt::Display| PyValueError::new_err(format!("loopbrake: {e}"));
+                |e: &dyn std::fmt::Display| PyValueError::new_err(format!("toolbrake: {e}"));
             let state = match session {
                 Some(key) => py
                     .detach(|| self.store.get(key))
-                    .map_err(|e| loopbrake_error(py, format!("loopbrake: {e}")))?
+                    .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))?
                     .unwrap_or_default(),
                 None => SessionState::default(),
             };
@@ -825,11 +825,11 @@ impl NativeBrake {
                 .signals(&state, &call)
                 .map_err(|e| invalid(&e))?;
             let canonical =
-                loopbrake_core::canonical::canonical_json(&args).map_err(|e| invalid(&e))?;
+                toolbrake_core::canonical::canonical_json(&args).map_err(|e| invalid(&e))?;
             let b = self.engine.breaker().config();
             let breaker = match &signals.breaker {
                 Some(s) => {
-                    let set = loopbrake_core::breaker::fingerprints(b, tool, &args)
+                    let set = toolbrake_core::breaker::fingerprints(b, tool, &args)
                         .map_err(|e| invalid(&e))?;
                     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
                     if let Value::Object(m) = &mut v {
@@ -846,8 +846,8 @@ impl NativeBrake {
             };
             let out = serde_json::json!({
                 "tool": tool,
-                "canonical": loopbrake_core::redact::redact(&canonical),
-                "hash": loopbrake_core::canonical::call_hash(tool, &args).map_err(|e| invalid(&e))?,
+                "canonical": toolbrake_core::redact::redact(&canonical),
+                "hash": toolbrake_core::canonical::call_hash(tool, &args).map_err(|e| invalid(&e))?,
                 "session": session,
                 "streak": {
                     "identity": signals.streak_identity,
@@ -878,7 +878,7 @@ impl NativeBrake {
         self.store.describe()
     }
 
-    /// Whether calls loopbrake cannot judge are refused.
+    /// Whether calls toolbrake cannot judge are refused.
     #[getter]
     fn fail_closed(&self) -> bool {
         self.fail_closed
@@ -893,14 +893,14 @@ fn call_hash(tool: &str, args: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
         Some(a) => json_of(a, &format!("the arguments of {tool}"))?,
         None => Value::Object(Map::new()),
     };
-    loopbrake_core::canonical::call_hash(tool, &args)
-        .map_err(|e| PyValueError::new_err(format!("loopbrake: {e}")))
+    toolbrake_core::canonical::call_hash(tool, &args)
+        .map_err(|e| PyValueError::new_err(format!("toolbrake: {e}")))
 }
 
-/// Text with credentials (tokens, keys, passwords) replaced, as loopbrake shows text.
+/// Text with credentials (tokens, keys, passwords) replaced, as toolbrake shows text.
 #[pyfunction]
 fn redact(text: &str) -> String {
-    loopbrake_core::redact::redact(text).into_owned()
+    toolbrake_core::redact::redact(text).into_owned()
 }
 
 #[pymodule]

@@ -1,7 +1,7 @@
-"""loopbrake.integrations.claude_agent_sdk: the callbacks on Claude Code's hook payloads, then
+"""toolbrake.integrations.claude_agent_sdk: the callbacks on Claude Code's hook payloads, then
 end to end inside the real Claude Agent SDK (claude-agent-sdk 0.2.189, which runs its bundled
 Claude Code 2.1.332) against the scripted stand-in model of the agent end-to-end tests
-(crates/loopbrake/tests/e2e/mock_model.py: the Anthropic Messages API on 127.0.0.1). The
+(crates/toolbrake/tests/e2e/mock_model.py: the Anthropic Messages API on 127.0.0.1). The
 end-to-end assertions are on what the model was sent: what it was shown."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import pytest
 pytest.importorskip("claude_agent_sdk")
 
 from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow, ResultMessage, query  # noqa: E402
-from loopbrake import Brake, LoopBrakeConfigError  # noqa: E402
-from loopbrake.integrations.claude_agent_sdk import HOOK_EVENTS, hooks  # noqa: E402
+from toolbrake import Brake, ToolBrakeConfigError  # noqa: E402
+from toolbrake.integrations.claude_agent_sdk import HOOK_EVENTS, hooks  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-STAND_IN = HERE.parents[2] / "crates/loopbrake/tests/e2e/mock_model.py"
+STAND_IN = HERE.parents[2] / "crates/toolbrake/tests/e2e/mock_model.py"
 
 
 def pre(tool_use_id: str, command: str = "make test", **extra: Any) -> Dict[str, Any]:
@@ -104,14 +104,14 @@ def test_an_unreadable_payload_runs_with_a_warning_or_is_refused_when_failing_cl
     assert closed["PreToolUse"][0].on_failure == "block", "a failing callback blocks the call"
     assert closed["PostToolUse"][0].on_failure is None, "only the event that guards a call blocks"
     verdict, reason = decision(fire(closed, bad))
-    assert verdict == "deny" and "loopbrake could not judge this call" in reason
+    assert verdict == "deny" and "toolbrake could not judge this call" in reason
 
 
 def test_the_configuration_says_fail_closed(tmp_path: Path) -> None:
-    cfg = tmp_path / "loopbrake.toml"
+    cfg = tmp_path / "toolbrake.toml"
     cfg.write_text("[store]\nfail_closed = true\n")
     assert hooks(Brake(str(cfg)))["PreToolUse"][0].on_failure == "block"
-    with pytest.raises(LoopBrakeConfigError):
+    with pytest.raises(ToolBrakeConfigError):
         Brake({"streak": {"max_repeats": 0}})
 
 
@@ -129,8 +129,8 @@ def test_sqlite_sessions_are_shared_with_other_processes(tmp_path: Path) -> None
 import asyncio, sys
 sys.path.insert(0, {str(HERE)!r})
 from test_claude_agent_sdk import fire, pre, post
-from loopbrake import Brake
-from loopbrake.integrations.claude_agent_sdk import hooks
+from toolbrake import Brake
+from toolbrake.integrations.claude_agent_sdk import hooks
 m = hooks(Brake(store={store!r}))
 for i in ("t1", "t2"):
     assert fire(m, pre(i)) == {{}}
@@ -142,9 +142,9 @@ for i in ("t1", "t2"):
 
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "claude_agent_sdk", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.claude_agent_sdk", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "loopbrake\[claude-agent-sdk\]"'):
-        importlib.import_module("loopbrake.integrations.claude_agent_sdk")
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.claude_agent_sdk", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "toolbrake\[claude-agent-sdk\]"'):
+        importlib.import_module("toolbrake.integrations.claude_agent_sdk")
 
 
 # -- end to end, inside the real SDK ------------------------------------------------------
@@ -247,7 +247,7 @@ def test_in_the_real_sdk_a_call_whose_output_changes_is_not_stopped(tmp_path: Pa
 
 
 # A gate that asks: the breaker's exact gate at the 2nd identical call, the streak brake out of
-# the way. The SDK hands the ask to ``can_use_tool`` with loopbrake's question.
+# the way. The SDK hands the ask to ``can_use_tool`` with toolbrake's question.
 ASKING = {"streak": {"max_repeats": 10}, "breaker": {"limits": {"exact": 2}, "on_limit": "ask"}}
 
 

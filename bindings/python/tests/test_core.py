@@ -1,4 +1,4 @@
-"""The plain API of the loopbrake package, as a Python agent builder uses it."""
+"""The plain API of the toolbrake package, as a Python agent builder uses it."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-import loopbrake
-from loopbrake import (
+import toolbrake
+from toolbrake import (
     Brake,
     Decision,
-    LoopBrakeConfigError,
-    LoopBrakeDenied,
-    LoopBrakeError,
+    ToolBrakeConfigError,
+    ToolBrakeDenied,
+    ToolBrakeError,
     Outcome,
 )
 
@@ -193,11 +193,11 @@ def test_a_cycle_is_named():
         Brake().before("search", cyclic)
 
 
-def test_nesting_deeper_than_loopbrake_reads_is_refused():
+def test_nesting_deeper_than_toolbrake_reads_is_refused():
     deep: list = []
     for _ in range(200):
         deep = [deep]
-    with pytest.raises(ValueError, match="nest deeper than loopbrake reads"):
+    with pytest.raises(ValueError, match="nest deeper than toolbrake reads"):
         Brake().before("search", {"d": deep})
 
 
@@ -211,10 +211,10 @@ def test_models_dataclasses_and_tuples_have_json_forms():
     a = brake.explain("search", {"query": Query("w"), "pair": (1, 2)})
     b = brake.explain("search", {"pair": [1, 2], "query": {"limit": 10, "q": "w"}})
     assert a["hash"] == b["hash"]
-    assert a["hash"] == loopbrake.call_hash("search", {"query": {"q": "w", "limit": 10}, "pair": [1, 2]})
+    assert a["hash"] == toolbrake.call_hash("search", {"query": {"q": "w", "limit": 10}, "pair": [1, 2]})
 
 
-def test_secrets_never_appear_in_what_loopbrake_shows():
+def test_secrets_never_appear_in_what_toolbrake_shows():
     brake = Brake()
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     args = {"url": "https://api.github.com/", "headers": {"Authorization": f"Bearer {token}"}}
@@ -224,11 +224,11 @@ def test_secrets_never_appear_in_what_loopbrake_shows():
     assert not d.runs
     shown = [d.message, str(d.hits), str(brake.explain("web_fetch", args, session="s"))]
     assert all(token not in s for s in shown), shown
-    assert token not in loopbrake.redact(f"token={token}")
+    assert token not in toolbrake.redact(f"token={token}")
 
 
 def test_an_unknown_call_id_is_a_clear_error():
-    with pytest.raises(ValueError, match="loopbrake: "):
+    with pytest.raises(ValueError, match="toolbrake: "):
         Brake().after("never-judged", "x", session="s")
 
 
@@ -236,13 +236,13 @@ def test_an_unknown_call_id_is_a_clear_error():
 
 
 def test_a_config_dict_is_validated_with_the_files_errors():
-    with pytest.raises(LoopBrakeConfigError) as e:
+    with pytest.raises(ToolBrakeConfigError) as e:
         Brake({"breaker": {"window": 0}})
     assert (e.value.key, e.value.value) == ("breaker.window", "0")
     assert e.value.rule == "must be an integer from 4 to 4096"
 
     assert isinstance(e.value, ValueError)
-    with pytest.raises(LoopBrakeConfigError) as e:
+    with pytest.raises(ToolBrakeConfigError) as e:
         Brake({"breaker": {"warn_att": 7}})
     assert "warn_att" in str(e.value) and "warn_at" in str(e.value)
     with pytest.raises(TypeError, match="config must be None, a path or a dict"):
@@ -250,30 +250,30 @@ def test_a_config_dict_is_validated_with_the_files_errors():
 
 
 def test_a_config_file_is_read_like_the_hooks_read_it(tmp_path):
-    path = tmp_path / "loopbrake.toml"
+    path = tmp_path / "toolbrake.toml"
     path.write_text("[streak]\nmax_repeats = 4\n")
     brake = Brake(path)
     assert brake.config()["streak"]["max_repeats"] == 4
     assert [run(brake, "search", {"q": 1}, "r").runs for _ in range(4)] == [True, True, True, False]
     path.write_text("[streak]\nmax_repeats = 4\n\n[breaker]\nwindow = 2\n")
-    with pytest.raises(LoopBrakeConfigError) as e:
+    with pytest.raises(ToolBrakeConfigError) as e:
         Brake(str(path))
     assert e.value.key == "breaker.window" and "line 5" in str(e.value)
-    with pytest.raises(LoopBrakeConfigError, match="cannot read configuration file"):
+    with pytest.raises(ToolBrakeConfigError, match="cannot read configuration file"):
         Brake(tmp_path / "missing.toml")
 
 
 def test_a_broken_config_that_asks_to_fail_closed_never_silently_opens(tmp_path):
-    path = tmp_path / "loopbrake.toml"
+    path = tmp_path / "toolbrake.toml"
     path.write_text('[store]\nfail_closed = true\n\n[breaker]\nwarn_at = "seven"\n')
-    with pytest.raises(LoopBrakeConfigError, match="breaker.warn_at"):
+    with pytest.raises(ToolBrakeConfigError, match="breaker.warn_at"):
         Brake(path)
 
 
 def test_store_specs_are_checked():
-    with pytest.raises(LoopBrakeConfigError, match='must be "memory", "sqlite", "sqlite:PATH"'):
+    with pytest.raises(ToolBrakeConfigError, match='must be "memory", "sqlite", "sqlite:PATH"'):
         Brake(store="postgres://u:hunter2@db/x")
-    with pytest.raises(LoopBrakeConfigError) as e:
+    with pytest.raises(ToolBrakeConfigError) as e:
         Brake(store="mysql://u:hunter2@db/x")
     assert "hunter2" not in str(e.value)
     assert Brake(store="memory").store == "memory"
@@ -286,7 +286,7 @@ def test_two_processes_share_a_sqlite_session(tmp_path):
     db = tmp_path / "state.db"
     child = textwrap.dedent(
         f"""
-        from loopbrake import Brake
+        from toolbrake import Brake
         b = Brake(store={("sqlite:" + str(db))!r})
         for _ in range(2):
             d = b.before("search", {{"q": "shared"}}, session="team")
@@ -320,7 +320,7 @@ def test_an_unreachable_redis_follows_the_failure_policy(fail_closed):
     assert time.monotonic() - started < 5
     assert d.degraded and "could not judge" in d.degraded
     if fail_closed:
-        assert (d.verdict, d.code, d.engine) == ("deny", "STORE_UNAVAILABLE", "loopbrake")
+        assert (d.verdict, d.code, d.engine) == ("deny", "STORE_UNAVAILABLE", "toolbrake")
         assert "fail_closed = true" in d.message
     else:
         assert d.verdict == "allow" and d.message is None
@@ -373,7 +373,7 @@ def test_guard_runs_the_body_only_when_allowed():
 
     search("w")
     search(query="w", limit=5)  # the same call, bound by signature
-    with pytest.raises(LoopBrakeDenied) as e:
+    with pytest.raises(ToolBrakeDenied) as e:
         search("w")
     assert runs == ["w", "w"]
     assert e.value.message == e.value.decision.message and "search" in str(e.value)
@@ -418,7 +418,7 @@ def test_guard_on_coroutines():
         for _ in range(3):
             await same(2)
 
-    with pytest.raises(LoopBrakeDenied, match="called 3 times in a row"):
+    with pytest.raises(ToolBrakeDenied, match="called 3 times in a row"):
         asyncio.run(stuck())
 
 
@@ -446,6 +446,6 @@ def test_one_brake_serves_many_threads():
 
 
 def test_errors_are_package_errors():
-    assert issubclass(LoopBrakeConfigError, LoopBrakeError)
-    assert issubclass(LoopBrakeDenied, LoopBrakeError)
-    assert loopbrake.__version__
+    assert issubclass(ToolBrakeConfigError, ToolBrakeError)
+    assert issubclass(ToolBrakeDenied, ToolBrakeError)
+    assert toolbrake.__version__

@@ -1,4 +1,4 @@
-"""End-to-end tests of loopbrake.integrations.crewai against the real CrewAI.
+"""End-to-end tests of toolbrake.integrations.crewai against the real CrewAI.
 
 The model is a scripted ``BaseLLM`` subclass (no network): it answers with native tool
 calls (or ReAct text) from its script and keeps every message list it received, so the
@@ -23,7 +23,7 @@ os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
 os.environ["CREWAI_DISABLE_TRACKING"] = "true"
 os.environ["OTEL_SDK_DISABLED"] = "true"
 os.environ["CREWAI_TRACING_ENABLED"] = "false"
-os.environ.setdefault("CREWAI_STORAGE_DIR", os.path.join(tempfile.gettempdir(), "loopbrake-crewai-tests"))
+os.environ.setdefault("CREWAI_STORAGE_DIR", os.path.join(tempfile.gettempdir(), "toolbrake-crewai-tests"))
 os.environ.setdefault("OPENAI_API_KEY", "dummy-key-no-network")
 
 pytest.importorskip("crewai")
@@ -34,8 +34,8 @@ from crewai.tools import tool  # noqa: E402
 from crewai.tools.tool_failure import ToolFailure, ToolFailureReason  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.crewai import LoopBrakeHooks  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.crewai import ToolBrakeHooks  # noqa: E402
 
 from conftest import HERE, PKG  # noqa: E402
 
@@ -132,7 +132,7 @@ class Counter:
 def test_third_identical_call_is_refused_and_the_model_reads_why():
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 3))
-    with LoopBrakeHooks(Brake()):
+    with ToolBrakeHooks(Brake()):
         crew_of(llm, [c.ping]).kickoff()
     assert c.runs == 2
     results = llm.tool_messages()
@@ -143,7 +143,7 @@ def test_third_identical_call_is_refused_and_the_model_reads_why():
 
 def test_the_hooks_are_gone_after_the_with_block():
     c = Counter()
-    with LoopBrakeHooks(Brake()):
+    with ToolBrakeHooks(Brake()):
         pass
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 3))
     crew_of(llm, [c.ping]).kickoff()
@@ -156,7 +156,7 @@ def test_the_hooks_are_gone_after_the_with_block():
 def test_a_call_whose_output_changes_is_not_stopped():
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("poll", {"job": "build"}, 5))
-    with LoopBrakeHooks(Brake()):
+    with ToolBrakeHooks(Brake()):
         crew_of(llm, [c.poll]).kickoff()
     assert c.runs == 5
     assert llm.tool_messages() == [f"build: {n}% done" for n in (10, 20, 30, 40, 50)]
@@ -169,7 +169,7 @@ def test_a_raising_tool_is_recorded_as_a_failure():
     c = Counter()
     brake = Brake()
     llm = ScriptedLLM(model="scripted", script=turns("boom", {"path": "/x"}, 2))
-    with LoopBrakeHooks(brake, session="s"):
+    with ToolBrakeHooks(brake, session="s"):
         crew_of(llm, [c.boom]).kickoff()
     assert c.runs == 2
     assert llm.tool_messages()[0] == "Error executing tool: no such file: /x"
@@ -180,7 +180,7 @@ def test_a_raising_tool_is_recorded_as_a_failure():
 def test_repeated_failures_bring_the_breakers_advice_to_the_model():
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("boom", {"path": "/x"}, 3))
-    with LoopBrakeHooks(Brake({"streak": {"enabled": False}})):
+    with ToolBrakeHooks(Brake({"streak": {"enabled": False}})):
         crew_of(llm, [c.boom]).kickoff()
     assert c.runs == 3
     results = llm.tool_messages()
@@ -193,7 +193,7 @@ def test_a_returned_tool_failure_counts_as_a_failure():
     c = Counter()
     brake = Brake()
     llm = ScriptedLLM(model="scripted", script=turns("lookup", {"key": "k"}, 2))
-    with LoopBrakeHooks(brake, session="s"):
+    with ToolBrakeHooks(brake, session="s"):
         crew_of(llm, [c.lookup]).kickoff()
     fp = brake.explain("lookup", {"key": "k"}, session="s#agent:worker")["breaker"]["fingerprints"][0]
     assert fp["count"] == 2 and fp["failures"] == 2
@@ -205,7 +205,7 @@ def test_a_returned_tool_failure_counts_as_a_failure():
 def test_two_crews_do_not_interfere():
     c = Counter()
     brake = Brake()
-    with LoopBrakeHooks(brake):
+    with ToolBrakeHooks(brake):
         for _ in range(2):
             crew_of(ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 2)), [c.ping]).kickoff()
     assert c.runs == 4
@@ -215,7 +215,7 @@ def test_one_crew_object_is_one_session_across_kickoffs():
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 2) + turns("ping", {"x": 1}, 1))
     crew = crew_of(llm, [c.ping])
-    with LoopBrakeHooks(Brake()):
+    with ToolBrakeHooks(Brake()):
         crew.kickoff()
         crew.kickoff()
     assert c.runs == 2
@@ -230,7 +230,7 @@ def test_agents_of_one_crew_count_separately():
               for role in ("first", "second")]
     tasks = [Task(description=f"task {i}", expected_output="r", agent=a) for i, a in enumerate(agents)]
     crew = Crew(agents=agents, tasks=tasks, verbose=False, cache=False)
-    with LoopBrakeHooks(brake):
+    with ToolBrakeHooks(brake):
         crew.kickoff()
     assert c.runs == 4
     key = f"crewai-crew-{crew.id}"
@@ -242,7 +242,7 @@ def test_parallel_tool_calls_in_one_turn_are_each_judged_and_recorded():
     c = Counter()
     brake = Brake()
     llm = ScriptedLLM(model="scripted", script=[[("ping", {"x": 1}), ("ping", {"x": 1})]] * 2 + ["done"])
-    with LoopBrakeHooks(brake, session="s"):
+    with ToolBrakeHooks(brake, session="s"):
         crew_of(llm, [c.ping]).kickoff()
     # CrewAI runs the two calls of a turn on threads: each after hook finds its own call.
     assert c.runs == 2
@@ -256,7 +256,7 @@ def test_parallel_calls_with_different_outcomes_are_recorded_on_their_own_calls(
     brake = Brake()
     # The slow call's before hook runs first and its after hook last.
     llm = ScriptedLLM(model="scripted", script=[[("slow_ping", {"x": 1}), ("boom", {"path": "/x"})]] * 2 + ["done"])
-    with LoopBrakeHooks(brake, session="s"):
+    with ToolBrakeHooks(brake, session="s"):
         crew_of(llm, [c.slow_ping, c.boom]).kickoff()
     assert c.runs == 4
     boom = brake.explain("boom", {"path": "/x"}, session="s#agent:worker")["breaker"]["fingerprints"][0]
@@ -270,9 +270,9 @@ def test_react_text_tool_calls_are_braked_too():
     react = 'Thought: I should ping.\nAction: ping\nAction Input: {"x": 1}'
     llm = ScriptedLLM(model="scripted", native=False,
                       script=[react] * 2 + ["Thought: I know it.\nFinal Answer: done"])
-    with LoopBrakeHooks(Brake({"streak": {"max_repeats": 2}})):
+    with ToolBrakeHooks(Brake({"streak": {"max_repeats": 2}})):
         crew_of(llm, [c.ping]).kickoff()
-    # CrewAI's own repeat check would say "I tried reusing the same input"; loopbrake's
+    # CrewAI's own repeat check would say "I tried reusing the same input"; toolbrake's
     # before hook refuses first, and its message is what the model reads.
     assert c.runs == 1
     last = json.dumps(llm.seen[-1])
@@ -287,11 +287,11 @@ SUBPROCESS = textwrap.dedent(
     import sys
     sys.path[:0] = [{here!r}, {pkg!r}]
     from test_crewai import Counter, ScriptedLLM, crew_of, turns
-    from loopbrake import Brake
-    from loopbrake.integrations.crewai import LoopBrakeHooks
+    from toolbrake import Brake
+    from toolbrake.integrations.crewai import ToolBrakeHooks
 
     c = Counter()
-    with LoopBrakeHooks(Brake(store={store!r}), session="X"):
+    with ToolBrakeHooks(Brake(store={store!r}), session="X"):
         crew_of(ScriptedLLM(model="scripted", script=turns("ping", {{"x": 1}}, 2)), [c.ping]).kickoff()
     assert c.runs == 2, c.runs
     print("ran", c.runs)
@@ -305,7 +305,7 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path, run_python):
 
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 1))
-    with LoopBrakeHooks(Brake(store=store), session="X"):
+    with ToolBrakeHooks(Brake(store=store), session="X"):
         crew_of(llm, [c.ping]).kickoff()
     assert c.runs == 0
     assert llm.tool_messages()[-1].startswith("loop brake:")
@@ -338,7 +338,7 @@ def test_ask_goes_to_crewais_human_input(monkeypatch, reply):
 
     monkeypatch.setattr("builtins.input", fake_input)
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 4))
-    with LoopBrakeHooks(Brake(ASKS)):
+    with ToolBrakeHooks(Brake(ASKS)):
         crew_of(llm, [c.ping]).kickoff()
     assert len(prompts) == 1
     results = llm.tool_messages()
@@ -362,7 +362,7 @@ def test_ask_resolve_and_no_terminal_use_the_brakes_approver(monkeypatch, approv
         return approve
 
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 4))
-    with LoopBrakeHooks(Brake(ASKS, approver=approver)):  # stdin is not a terminal under pytest
+    with ToolBrakeHooks(Brake(ASKS, approver=approver)):  # stdin is not a terminal under pytest
         crew_of(llm, [c.ping]).kickoff()
     assert seen == ["ask"]
     assert c.runs == (4 if approve else 3)
@@ -372,19 +372,19 @@ def test_ask_resolve_and_no_terminal_use_the_brakes_approver(monkeypatch, approv
 
 
 class BrokenBrake:
-    """A Brake whose every method fails (a bug in loopbrake, not a refusal)."""
+    """A Brake whose every method fails (a bug in toolbrake, not a refusal)."""
 
     def __getattr__(self, name: str) -> Any:
         def fail(*a: Any, **k: Any) -> Any:
-            raise RuntimeError("loopbrake is broken")
+            raise RuntimeError("toolbrake is broken")
 
         return fail
 
 
-def test_an_error_inside_loopbrake_does_not_break_the_run():
+def test_an_error_inside_toolbrake_does_not_break_the_run():
     c = Counter()
     llm = ScriptedLLM(model="scripted", script=turns("ping", {"x": 1}, 3))
-    with LoopBrakeHooks(BrokenBrake()):  # type: ignore[arg-type]
+    with ToolBrakeHooks(BrokenBrake()):  # type: ignore[arg-type]
         crew_of(llm, [c.ping]).kickoff()
     assert c.runs == 3
     assert llm.tool_messages() == ["pong"] * 3
@@ -395,7 +395,7 @@ def test_an_error_inside_loopbrake_does_not_break_the_run():
 
 def test_import_without_crewai_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "crewai", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.crewai", raising=False)
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.crewai", raising=False)
     with pytest.raises(ImportError) as err:
-        importlib.import_module("loopbrake.integrations.crewai")
-    assert 'pip install "loopbrake[crewai]"' in str(err.value)
+        importlib.import_module("toolbrake.integrations.crewai")
+    assert 'pip install "toolbrake[crewai]"' in str(err.value)

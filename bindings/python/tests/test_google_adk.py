@@ -1,4 +1,4 @@
-"""End-to-end tests of loopbrake.integrations.google_adk against the real Google ADK.
+"""End-to-end tests of toolbrake.integrations.google_adk against the real Google ADK.
 
 The model is a scripted ``BaseLlm`` subclass (no network): it answers each request with
 the next step of its script and keeps every request it received, so the tests assert on
@@ -32,8 +32,8 @@ from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.google_adk import LoopBrakePlugin  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.google_adk import ToolBrakePlugin  # noqa: E402
 
 from conftest import HERE, PKG  # noqa: E402
 
@@ -95,10 +95,10 @@ async def new_session(runner: InMemoryRunner, session_id: Optional[str] = None, 
 def make(brake: Brake, script: list, tools: list, **plugin_kw: Any):
     model = ScriptedLlm(script=script)
     agent = LlmAgent(name="root", model=model, tools=tools, instruction="Use the tools.")
-    return model, runner_for(agent, LoopBrakePlugin(brake, **plugin_kw))
+    return model, runner_for(agent, ToolBrakePlugin(brake, **plugin_kw))
 
 
-def runner_for(agent: LlmAgent, plugin: LoopBrakePlugin) -> InMemoryRunner:
+def runner_for(agent: LlmAgent, plugin: ToolBrakePlugin) -> InMemoryRunner:
     """An in-memory runner of an App with the plugin."""
     return InMemoryRunner(app=App(name="test_app", root_agent=agent, plugins=[plugin]))
 
@@ -281,7 +281,7 @@ def test_a_transfer_target_counts_as_a_sub_agent_session():
     model = ScriptedLlm(script=[[call("transfer_to_agent", agent_name="helper")]] + [[call("ping", x=1)]] * 2)
     helper = LlmAgent(name="helper", model=model, tools=[c.ping], description="pings")
     root = LlmAgent(name="root", model=model, sub_agents=[helper], description="root")
-    runner = runner_for(root, LoopBrakePlugin(brake))
+    runner = runner_for(root, ToolBrakePlugin(brake))
 
     async def go():
         sid = await new_session(runner)
@@ -302,7 +302,7 @@ def test_calls_inside_an_agent_tool_count_under_the_callers_session():
     helper = LlmAgent(name="helper", model=inner_model, tools=[c.ping], description="pings")
     outer_model = ScriptedLlm(script=[[call("helper", request="ping")]] * 2)
     root = LlmAgent(name="root", model=outer_model, tools=[AgentTool(agent=helper)])
-    runner = runner_for(root, LoopBrakePlugin(brake))
+    runner = runner_for(root, ToolBrakePlugin(brake))
 
     async def go():
         sid = await new_session(runner)
@@ -326,7 +326,7 @@ SUBPROCESS = textwrap.dedent(
     import asyncio, sys
     sys.path[:0] = [{here!r}, {pkg!r}]
     from test_google_adk import Counter, ScriptedLlm, call, make, new_session, turn, user
-    from loopbrake import Brake
+    from toolbrake import Brake
 
     c = Counter()
     model, runner = make(Brake(store={store!r}), [[call("ping", x=1)]] * 2, [c.ping],
@@ -437,16 +437,16 @@ def test_ask_resolve_uses_the_brakes_approver(approve):
 
 
 class BrokenBrake:
-    """A Brake whose every method fails (a bug in loopbrake, not a refusal)."""
+    """A Brake whose every method fails (a bug in toolbrake, not a refusal)."""
 
     def __getattr__(self, name: str) -> Any:
         def fail(*a: Any, **k: Any) -> Any:
-            raise RuntimeError("loopbrake is broken")
+            raise RuntimeError("toolbrake is broken")
 
         return fail
 
 
-def test_an_error_inside_loopbrake_does_not_break_the_run():
+def test_an_error_inside_toolbrake_does_not_break_the_run():
     c = Counter()
     model, runner = make(BrokenBrake(), [[call("ping", x=1)]] * 3, [c.ping])  # type: ignore[arg-type]
 
@@ -464,7 +464,7 @@ def test_an_error_inside_loopbrake_does_not_break_the_run():
 
 def test_import_without_google_adk_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "google.adk", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.google_adk", raising=False)
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.google_adk", raising=False)
     with pytest.raises(ImportError) as err:
-        importlib.import_module("loopbrake.integrations.google_adk")
-    assert 'pip install "loopbrake[google-adk]"' in str(err.value)
+        importlib.import_module("toolbrake.integrations.google_adk")
+    assert 'pip install "toolbrake[google-adk]"' in str(err.value)

@@ -1,4 +1,4 @@
-"""loopbrake.integrations.langchain against the real LangChain 1.x / LangGraph, driven by a
+"""toolbrake.integrations.langchain against the real LangChain 1.x / LangGraph, driven by a
 scripted chat model (no network): create_agent middleware, a plain LangGraph ToolNode,
 sessions by thread_id, sub-agents, asks as LangGraph interrupts, SQLite between processes."""
 
@@ -29,8 +29,8 @@ from langchain_core.tools import ToolException, tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from langgraph.types import Command  # noqa: E402
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.langchain import LoopBrakeMiddleware, approved_from  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.langchain import ToolBrakeMiddleware, approved_from  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,7 +78,7 @@ def tool_messages(result: dict) -> List[ToolMessage]:
 
 
 def refused(messages: List[ToolMessage]) -> List[ToolMessage]:
-    return [m for m in messages if "loopbrake" in (m.response_metadata or {})]
+    return [m for m in messages if "toolbrake" in (m.response_metadata or {})]
 
 
 class Counter:
@@ -125,7 +125,7 @@ def test_repeated_call_is_refused_and_model_reads_the_refusal() -> None:
     brake = Brake()
     n = Counter()
     model = ScriptedModel(replies=repeat("lookup", {"q": "weather"}, 3))
-    agent = create_agent(model, [n.same()], middleware=[LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [n.same()], middleware=[ToolBrakeMiddleware(brake)])
 
     result = agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
 
@@ -133,7 +133,7 @@ def test_repeated_call_is_refused_and_model_reads_the_refusal() -> None:
     msgs = tool_messages(result)
     assert [m.status for m in msgs] == ["success", "success", "error"]
     refusal = msgs[2]
-    meta = refusal.response_metadata["loopbrake"]
+    meta = refusal.response_metadata["toolbrake"]
     assert meta["verdict"] == "deny" and meta["code"] == "LOOP_BRAKE" and meta["session"] == "t1"
     assert refusal.tool_call_id == "c2" and refusal.name == "lookup"
     # The model's next input ends with the refusal text, as the tool's result.
@@ -147,7 +147,7 @@ def test_repeated_call_is_refused_async() -> None:
     brake = Brake()
     n = Counter()
     model = ScriptedModel(replies=repeat("lookup", {"q": "weather"}, 3))
-    agent = create_agent(model, [n.same()], middleware=[LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [n.same()], middleware=[ToolBrakeMiddleware(brake)])
 
     result = asyncio.run(agent.ainvoke({"messages": [HumanMessage("weather?")]}, thread("t1")))
 
@@ -163,7 +163,7 @@ def test_changing_output_is_not_stopped() -> None:
     brake = Brake()
     n = Counter()
     model = ScriptedModel(replies=repeat("poll", {"job": "build"}, 5))
-    agent = create_agent(model, [n.changing()], middleware=[LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [n.changing()], middleware=[ToolBrakeMiddleware(brake)])
 
     result = agent.invoke({"messages": [HumanMessage("wait for the build")]}, thread("t1"))
 
@@ -176,7 +176,7 @@ def test_changing_output_is_not_stopped() -> None:
 
 
 def failures(brake: Brake, tool_name: str, args: dict, session: str) -> int:
-    """How many failures loopbrake's session state holds for a call (brake.explain)."""
+    """How many failures toolbrake's session state holds for a call (brake.explain)."""
     fps = brake.explain(tool_name, args, session=session)["breaker"]["fingerprints"]
     return max(f["failures"] for f in fps)
 
@@ -192,12 +192,12 @@ def test_a_raised_exception_is_recorded_as_a_failure() -> None:
         raise RuntimeError("connection refused")
 
     # ToolErrorMiddleware (outer) turns the exception into an error message for the
-    # model; loopbrake (inner) sees the exception itself, and re-raises it.
+    # model; toolbrake (inner) sees the exception itself, and re-raises it.
     errors = ToolErrorMiddleware(lambda exc, req: f"failed: {exc}")
     model = ScriptedModel(
         replies=[call("deploy", {"env": "prod"}, f"d{i}") for i in range(2)] + [AIMessage("x")]
     )
-    agent = create_agent(model, [deploy], middleware=[errors, LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [deploy], middleware=[errors, ToolBrakeMiddleware(brake)])
 
     result = agent.invoke({"messages": [HumanMessage("deploy")]}, thread("f1"))
 
@@ -217,7 +217,7 @@ def test_error_tool_messages_feed_the_failure_track_and_its_advice_reaches_the_m
 
     fetch.handle_tool_error = True  # LangChain returns it as ToolMessage(status="error")
     model = ScriptedModel(replies=[call("fetch", {"url": "u"}, f"e{i}") for i in range(3)] + [AIMessage("x")])
-    agent = create_agent(model, [fetch], middleware=[LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [fetch], middleware=[ToolBrakeMiddleware(brake)])
 
     result = agent.invoke({"messages": [HumanMessage("get it")]}, thread("f2"))
 
@@ -234,7 +234,7 @@ def test_advisories_are_appended_to_the_real_result() -> None:
     brake = Brake(ASK)
     n = Counter()
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 3))
-    agent = create_agent(model, [n.same()], middleware=[LoopBrakeMiddleware(brake)])
+    agent = create_agent(model, [n.same()], middleware=[ToolBrakeMiddleware(brake)])
 
     result = agent.invoke({"messages": [HumanMessage("go")]}, thread("adv"))
 
@@ -252,7 +252,7 @@ def test_two_threads_do_not_interfere() -> None:
     brake = Brake()
     n = Counter()
     # No reset on the new human message: only the thread keys keep the counts apart.
-    mw = LoopBrakeMiddleware(brake, reset_on_user_message=False)
+    mw = ToolBrakeMiddleware(brake, reset_on_user_message=False)
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 2, "a") + repeat("lookup", {"q": "x"}, 2, "b"))
     agent = create_agent(model, [n.same()], middleware=[mw])
 
@@ -273,7 +273,7 @@ def test_a_new_human_message_starts_the_session_afresh() -> None:
     n = Counter()
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 2, "a") + repeat("lookup", {"q": "x"}, 2, "b"))
     agent = create_agent(
-        model, [n.same()], middleware=[LoopBrakeMiddleware(brake)], checkpointer=InMemorySaver()
+        model, [n.same()], middleware=[ToolBrakeMiddleware(brake)], checkpointer=InMemorySaver()
     )
 
     agent.invoke({"messages": [HumanMessage("first")]}, thread("T"))
@@ -286,7 +286,7 @@ def test_a_new_human_message_starts_the_session_afresh() -> None:
 def test_explicit_session_overrides_the_thread() -> None:
     brake = Brake()
     n = Counter()
-    mw = LoopBrakeMiddleware(brake, session="shared", reset_on_user_message=False)
+    mw = ToolBrakeMiddleware(brake, session="shared", reset_on_user_message=False)
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 2, "a") + repeat("lookup", {"q": "x"}, 1, "b"))
     agent = create_agent(model, [n.same()], middleware=[mw])
 
@@ -294,7 +294,7 @@ def test_explicit_session_overrides_the_thread() -> None:
     rb = agent.invoke({"messages": [HumanMessage("b")]}, thread("B"))
 
     assert n.runs == 2
-    assert refused(tool_messages(rb))[0].response_metadata["loopbrake"]["session"] == "shared"
+    assert refused(tool_messages(rb))[0].response_metadata["toolbrake"]["session"] == "shared"
 
 
 # -- sub-agents -----------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def test_named_sub_agent_counts_in_its_own_session() -> None:
     n = Counter()
     lookup = n.same()
     inner_model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 2, "in"))
-    inner = create_agent(inner_model, [lookup], middleware=[LoopBrakeMiddleware(brake)], name="researcher")
+    inner = create_agent(inner_model, [lookup], middleware=[ToolBrakeMiddleware(brake)], name="researcher")
 
     @tool
     def research(topic: str) -> str:
@@ -321,7 +321,7 @@ def test_named_sub_agent_counts_in_its_own_session() -> None:
             call("research", {"topic": "x"}, "o3"),
         ]
     )
-    outer = create_agent(outer_model, [lookup, research], middleware=[LoopBrakeMiddleware(brake)])
+    outer = create_agent(outer_model, [lookup, research], middleware=[ToolBrakeMiddleware(brake)])
 
     result = outer.invoke({"messages": [HumanMessage("go")]}, thread("P"))
 
@@ -341,21 +341,21 @@ CHILD = textwrap.dedent(
     from test_langchain import Counter, ScriptedModel, repeat, thread
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage
-    from loopbrake import Brake
-    from loopbrake.integrations.langchain import LoopBrakeMiddleware
+    from toolbrake import Brake
+    from toolbrake.integrations.langchain import ToolBrakeMiddleware
 
     n = Counter()
     brake = Brake(store="sqlite:" + sys.argv[1])
     agent = create_agent(ScriptedModel(replies=repeat("lookup", {{"q": "x"}}, 2, "child")), [n.same()],
-                         middleware=[LoopBrakeMiddleware(brake)])
+                         middleware=[ToolBrakeMiddleware(brake)])
     agent.invoke({{"messages": [HumanMessage("go")]}}, thread("X"))
     print(n.runs)
     """
 )
 
 
-def tool_node_graph(mw: LoopBrakeMiddleware, tools: list) -> Any:
-    """A plain LangGraph graph: START -> tools -> END, the ToolNode wrapped by loopbrake."""
+def tool_node_graph(mw: ToolBrakeMiddleware, tools: list) -> Any:
+    """A plain LangGraph graph: START -> tools -> END, the ToolNode wrapped by toolbrake."""
     g = StateGraph(MessagesState)
     g.add_node("tools", mw.tool_node(tools))
     g.add_edge(START, "tools")
@@ -371,7 +371,7 @@ def test_plain_langgraph_loop_with_the_tool_node_async() -> None:
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 3))
     g = StateGraph(MessagesState)
     g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
-    g.add_node("tools", LoopBrakeMiddleware(brake).tool_node([n.same()]))
+    g.add_node("tools", ToolBrakeMiddleware(brake).tool_node([n.same()]))
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")
@@ -398,13 +398,13 @@ def test_two_processes_share_a_session_through_sqlite(tmp_path: Any) -> None:
     assert child.stdout.strip().splitlines()[-1] == "2"
 
     n = Counter()
-    graph = tool_node_graph(LoopBrakeMiddleware(Brake(store="sqlite:" + db)), [n.same()])
+    graph = tool_node_graph(ToolBrakeMiddleware(Brake(store="sqlite:" + db)), [n.same()])
     turn = {"messages": [HumanMessage("go"), call("lookup", {"q": "x"}, "parent1")]}
 
     out = graph.invoke(turn, thread("X"))
     assert n.runs == 0, "the 3rd identical call in session X must not run"
     assert out["messages"][-1].status == "error"
-    assert out["messages"][-1].response_metadata["loopbrake"]["code"] == "LOOP_BRAKE"
+    assert out["messages"][-1].response_metadata["toolbrake"]["code"] == "LOOP_BRAKE"
 
     # Another thread on the same store is not affected.
     graph.invoke(turn, thread("Y"))
@@ -417,7 +417,7 @@ def test_two_processes_share_a_session_through_sqlite(tmp_path: Any) -> None:
 def ask_agent(brake: Brake, n: Counter, checkpointer: Any, times: int = 4) -> tuple:
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, times, "k"))
     agent = create_agent(
-        model, [n.same()], middleware=[LoopBrakeMiddleware(brake)], checkpointer=checkpointer
+        model, [n.same()], middleware=[ToolBrakeMiddleware(brake)], checkpointer=checkpointer
     )
     return agent, model
 
@@ -437,7 +437,7 @@ def test_ask_becomes_an_interrupt_and_approval_runs_the_call() -> None:
     pending = run_until_ask(agent, config)
     ran_before = n.runs
     assert pending.value["type"] == "tool_approval" and pending.value["name"] == "lookup"
-    assert pending.value["description"] and pending.value["loopbrake"]["verdict"] == "ask"
+    assert pending.value["description"] and pending.value["toolbrake"]["verdict"] == "ask"
 
     result = agent.invoke(Command(resume={"type": "approve"}), config)
 
@@ -469,7 +469,7 @@ def test_an_ask_inside_a_sub_agent_surfaces_through_the_parent() -> None:
     inner = create_agent(
         ScriptedModel(replies=repeat("lookup", {"q": "x"}, 4, "in")),
         [lookup],
-        middleware=[LoopBrakeMiddleware(brake)],
+        middleware=[ToolBrakeMiddleware(brake)],
         name="researcher",
     )
 
@@ -481,12 +481,12 @@ def test_an_ask_inside_a_sub_agent_surfaces_through_the_parent() -> None:
     outer = create_agent(
         ScriptedModel(replies=[call("research", {"topic": "x"}, "o1")]),
         [research],
-        middleware=[LoopBrakeMiddleware(brake)],
+        middleware=[ToolBrakeMiddleware(brake)],
         checkpointer=InMemorySaver(),
     )
 
     pending = run_until_ask(outer, thread("P"))
-    assert pending.value["loopbrake"]["session"] == "P#agent:researcher"
+    assert pending.value["toolbrake"]["session"] == "P#agent:researcher"
     assert n.runs == 3
     result = outer.invoke(Command(resume=True), thread("P"))
 
@@ -527,7 +527,7 @@ class BrokenBrake:
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         def fail(*a: Any, **k: Any) -> Any:
-            raise RuntimeError("loopbrake is broken")
+            raise RuntimeError("toolbrake is broken")
 
         return fail
 
@@ -535,7 +535,7 @@ class BrokenBrake:
 def test_a_failing_brake_does_not_break_the_run() -> None:
     n = Counter()
     model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 3))
-    agent = create_agent(model, [n.same()], middleware=[LoopBrakeMiddleware(BrokenBrake())])  # type: ignore[arg-type]
+    agent = create_agent(model, [n.same()], middleware=[ToolBrakeMiddleware(BrokenBrake())])  # type: ignore[arg-type]
 
     result = agent.invoke({"messages": [HumanMessage("go")]}, thread("b"))
 
@@ -550,9 +550,9 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         if name.split(".")[0] in ("langchain", "langgraph"):
             monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "langchain", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.langchain", raising=False)
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.langchain", raising=False)
 
     with pytest.raises(ImportError) as err:
-        importlib.import_module("loopbrake.integrations.langchain")
+        importlib.import_module("toolbrake.integrations.langchain")
 
-    assert 'pip install "loopbrake[langchain]"' in str(err.value)
+    assert 'pip install "toolbrake[langchain]"' in str(err.value)

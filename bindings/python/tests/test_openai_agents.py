@@ -1,4 +1,4 @@
-"""loopbrake.integrations.openai_agents against the real OpenAI Agents SDK, driven by the SDK's
+"""toolbrake.integrations.openai_agents against the real OpenAI Agents SDK, driven by the SDK's
 own scripted test model (``agents.testing.ScriptedModel``): no network, tracing off."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ agents = pytest.importorskip("agents")
 from agents import Agent, Runner, function_tool, handoff, set_tracing_disabled  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.openai_agents import pending_ask, protect  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.openai_agents import pending_ask, protect  # noqa: E402
 
 set_tracing_disabled(True)
 
@@ -101,11 +101,11 @@ def test_third_identical_call_is_refused_and_the_model_reads_why() -> None:
     assert outputs["c0"] == outputs["c1"] == "result for x"
     refusal = outputs["c2"]
     assert "loop brake" in refusal and "lookup" in refusal
-    # it is loopbrake's guardrail that rejected it, with the streak brake's code
+    # it is toolbrake's guardrail that rejected it, with the streak brake's code
     rejected = [
         r for r in result.tool_input_guardrail_results if r.output.behavior["type"] == "reject_content"
     ]
-    assert len(rejected) == 1 and rejected[0].guardrail.get_name() == "loopbrake"
+    assert len(rejected) == 1 and rejected[0].guardrail.get_name() == "toolbrake"
     assert rejected[0].output.behavior["message"] == refusal
     assert rejected[0].output.output_info["code"] == "LOOP_BRAKE"
     assert result.final_output == "done"
@@ -207,8 +207,8 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path: Path) -> None:
         os.environ.setdefault("OPENAI_API_KEY", "dummy")
         from agents import Agent, Runner, function_tool, set_tracing_disabled
         from agents.testing import ScriptedModel, assistant_message, function_call
-        from loopbrake import Brake
-        from loopbrake.integrations.openai_agents import protect
+        from toolbrake import Brake
+        from toolbrake.integrations.openai_agents import protect
         set_tracing_disabled(True)
         ran = []
         @function_tool
@@ -259,7 +259,7 @@ def test_an_ask_interrupts_the_run_for_approval_and_runs_when_approved() -> None
     assert pending_ask(item) is None
 
 
-def test_a_rejected_ask_does_not_run_and_the_model_reads_loopbrakes_reason() -> None:
+def test_a_rejected_ask_does_not_run_and_the_model_reads_toolbrakes_reason() -> None:
     c = Counter()
     model = script(*calls_of("lookup", {"q": "x"}, 2))
     agent = protect(Agent(name="assistant", tools=[c.same()], model=model), Brake(ASK_CONFIG), approvals=True)
@@ -306,19 +306,19 @@ def test_advisories_are_appended_to_the_result() -> None:
     assert "CONVERGENCE_CHECK" in outputs["c1"]
 
 
-def test_a_loopbrake_error_does_not_break_the_run() -> None:
+def test_a_toolbrake_error_does_not_break_the_run() -> None:
     def broken_session(ctx: Any) -> str:
         raise RuntimeError("session lookup failed")
 
     c = Counter()
     model = script(*calls_of("lookup", {"q": "x"}, 3))
     result = run(protect(Agent(name="assistant", tools=[c.same()], model=model), Brake(), session=broken_session))
-    assert c.ran == ["x", "x", "x"]  # loopbrake could not judge: every call ran
+    assert c.ran == ["x", "x", "x"]  # toolbrake could not judge: every call ran
     assert result.final_output == "done"
 
 
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "agents", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.openai_agents", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "loopbrake\[openai-agents\]"'):
-        importlib.import_module("loopbrake.integrations.openai_agents")
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.openai_agents", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "toolbrake\[openai-agents\]"'):
+        importlib.import_module("toolbrake.integrations.openai_agents")

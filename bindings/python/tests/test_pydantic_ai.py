@@ -1,4 +1,4 @@
-"""loopbrake.integrations.pydantic_ai against the real Pydantic AI, driven by its
+"""toolbrake.integrations.pydantic_ai against the real Pydantic AI, driven by its
 ``FunctionModel`` (a scripted model that records every request it receives): no network."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.pydantic_ai import LoopBrake  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.pydantic_ai import ToolBrake  # noqa: E402
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[1] / "python")
 ASK_CONFIG = {"streak": {"enabled": False}, "breaker": {"on_limit": "ask", "limits": {"exact": 2}}}
@@ -73,7 +73,7 @@ def repeat(tool: str, args: Dict[str, Any], n: int) -> List[Step]:
     return [(tool, dict(args)) for _ in range(n)]
 
 
-def make_agent(script: Script, capability: LoopBrake, ran: List[str], output_type: Any = str) -> Agent[None, Any]:
+def make_agent(script: Script, capability: ToolBrake, ran: List[str], output_type: Any = str) -> Agent[None, Any]:
     """An agent with a tool returning the same text each time (``lookup``), one whose output
     moves on (``poll``), one that asks the model to retry (``deploy``) and one that raises
     (``crash``)."""
@@ -113,7 +113,7 @@ def failures(brake: Brake, tool: str, args: Dict[str, Any], session: str) -> Lis
 def test_third_identical_call_is_refused_and_the_model_reads_why() -> None:
     ran: List[str] = []
     script = Script(repeat("lookup", {"q": "x"}, 3))
-    agent = make_agent(script, LoopBrake(Brake()), ran)
+    agent = make_agent(script, ToolBrake(Brake()), ran)
 
     result = agent.run_sync("go")
 
@@ -128,7 +128,7 @@ def test_third_identical_call_is_refused_and_the_model_reads_why() -> None:
 def test_a_call_whose_output_changes_is_not_stopped() -> None:
     ran: List[str] = []
     script = Script(repeat("poll", {"job": "build"}, 5))
-    make_agent(script, LoopBrake(Brake()), ran).run_sync("go")
+    make_agent(script, ToolBrake(Brake()), ran).run_sync("go")
 
     assert len(ran) == 5
     assert [p.content for p in script.returns()] == [f"build: {10 * (i + 1)}% done" for i in range(5)]
@@ -138,7 +138,7 @@ def test_a_failing_tool_feeds_the_failure_track() -> None:
     ran: List[str] = []
     brake = Brake()
     script = Script(repeat("deploy", {"target": "prod"}, 2))
-    make_agent(script, LoopBrake(brake, session="s-fail"), ran).run_sync("go")
+    make_agent(script, ToolBrake(brake, session="s-fail"), ran).run_sync("go")
 
     assert ran == ["prod", "prod"]
     assert [p.outcome for p in script.returns()] == ["retried", "retried"]  # the model still sees the error
@@ -146,11 +146,11 @@ def test_a_failing_tool_feeds_the_failure_track() -> None:
 
     # an exception that ends the run is recorded too (and still ends the run)
     with pytest.raises(RuntimeError, match="disk full"):
-        make_agent(Script(repeat("crash", {"target": "db"}, 1)), LoopBrake(brake, session="s-crash"), ran).run_sync("go")
+        make_agent(Script(repeat("crash", {"target": "db"}, 1)), ToolBrake(brake, session="s-crash"), ran).run_sync("go")
     assert failures(brake, "crash", {"target": "db"}, "s-crash") == [1]
 
     # the same calls succeeding are recorded as successes
-    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), LoopBrake(brake, session="s-ok"), ran).run_sync("go")
+    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), ToolBrake(brake, session="s-ok"), ran).run_sync("go")
     assert failures(brake, "lookup", {"q": "x"}, "s-ok") == [0]
 
 
@@ -160,7 +160,7 @@ def test_conversations_do_not_interfere() -> None:
 
     def run(conversation: str, n: int) -> Script:
         script = Script(repeat("lookup", {"q": "x"}, n))
-        make_agent(script, LoopBrake(brake), ran).run_sync("go", conversation_id=conversation)
+        make_agent(script, ToolBrake(brake), ran).run_sync("go", conversation_id=conversation)
         return script
 
     run("A", 2)
@@ -178,11 +178,11 @@ def test_a_delegated_agent_counts_in_a_sub_agent_session() -> None:
     ran: List[str] = []
     brake = Brake()
     specialist_script = Script(repeat("lookup", {"q": "x"}, 3))
-    specialist = make_agent(specialist_script, LoopBrake(brake), ran)
+    specialist = make_agent(specialist_script, ToolBrake(brake), ran)
     specialist.name = "specialist"
 
     lead_script = Script([*repeat("lookup", {"q": "x"}, 2), ("delegate", {"task": "dig"})])
-    lead = make_agent(lead_script, LoopBrake(brake), ran)
+    lead = make_agent(lead_script, ToolBrake(brake), ran)
 
     @lead.tool
     async def delegate(ctx: RunContext[None], task: str) -> str:
@@ -207,11 +207,11 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path: Path) -> None:
         from pydantic_ai import Agent
         from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.models.function import FunctionModel
-        from loopbrake import Brake
-        from loopbrake.integrations.pydantic_ai import LoopBrake
+        from toolbrake import Brake
+        from toolbrake.integrations.pydantic_ai import ToolBrake
         steps = [ToolCallPart("lookup", {{"q": "x"}}) for _ in range(2)]
         model = FunctionModel(lambda messages, info: ModelResponse(parts=[steps.pop(0)] if steps else [TextPart("done")]))
-        agent = Agent(model, capabilities=[LoopBrake(Brake(store={('sqlite:' + str(db))!r}))])
+        agent = Agent(model, capabilities=[ToolBrake(Brake(store={('sqlite:' + str(db))!r}))])
         ran = []
         @agent.tool_plain
         def lookup(q: str) -> str:
@@ -228,7 +228,7 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path: Path) -> None:
 
     ran: List[str] = []
     script = Script(repeat("lookup", {"q": "x"}, 1))
-    make_agent(script, LoopBrake(Brake(store=f"sqlite:{db}")), ran).run_sync("go", conversation_id="X")
+    make_agent(script, ToolBrake(Brake(store=f"sqlite:{db}")), ran).run_sync("go", conversation_id="X")
     assert ran == []
     assert script.returns()[-1].outcome == "failed" and "loop brake" in script.returns()[-1].content
 
@@ -236,7 +236,7 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path: Path) -> None:
 def test_an_ask_defers_the_call_for_approval_and_runs_when_approved() -> None:
     ran: List[str] = []
     script = Script(repeat("lookup", {"q": "x"}, 3))
-    agent = make_agent(script, LoopBrake(Brake(ASK_CONFIG)), ran, output_type=[str, DeferredToolRequests])
+    agent = make_agent(script, ToolBrake(Brake(ASK_CONFIG)), ran, output_type=[str, DeferredToolRequests])
 
     result = agent.run_sync("go")
 
@@ -245,7 +245,7 @@ def test_an_ask_defers_the_call_for_approval_and_runs_when_approved() -> None:
     assert ran == ["x"]  # the 2nd call reached the gate and waits
     (pending,) = requests.approvals
     assert pending.tool_name == "lookup"
-    reason = requests.metadata[pending.tool_call_id]["loopbrake"]
+    reason = requests.metadata[pending.tool_call_id]["toolbrake"]
     assert reason["engine"] == "breaker" and "repeat" in reason["message"]
 
     result = agent.run_sync(
@@ -259,10 +259,10 @@ def test_an_ask_defers_the_call_for_approval_and_runs_when_approved() -> None:
 def test_a_denied_ask_does_not_run_and_the_model_reads_the_denial() -> None:
     ran: List[str] = []
     script = Script(repeat("lookup", {"q": "x"}, 2))
-    agent = make_agent(script, LoopBrake(Brake(ASK_CONFIG)), ran, output_type=[str, DeferredToolRequests])
+    agent = make_agent(script, ToolBrake(Brake(ASK_CONFIG)), ran, output_type=[str, DeferredToolRequests])
     result = agent.run_sync("go")
     (pending,) = result.output.approvals
-    reason = result.output.metadata[pending.tool_call_id]["loopbrake"]["message"]
+    reason = result.output.metadata[pending.tool_call_id]["toolbrake"]["message"]
 
     result = agent.run_sync(
         message_history=result.all_messages(),
@@ -281,13 +281,13 @@ def test_without_deferred_output_an_ask_goes_to_the_brakes_approver() -> None:
         return True
 
     ran: List[str] = []
-    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), LoopBrake(Brake(ASK_CONFIG, approver=approver)), ran).run_sync("go")
+    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), ToolBrake(Brake(ASK_CONFIG, approver=approver)), ran).run_sync("go")
     assert asked == ["ask"] and ran == ["x", "x"]
 
     # no approver: refused (fail-closed), the model reads why, the run is not broken
     ran = []
     script = Script(repeat("lookup", {"q": "x"}, 2))
-    result = make_agent(script, LoopBrake(Brake(ASK_CONFIG)), ran).run_sync("go")
+    result = make_agent(script, ToolBrake(Brake(ASK_CONFIG)), ran).run_sync("go")
     assert ran == ["x"] and result.output == "done"
     assert script.returns()[-1].outcome == "failed" and "repeat" in script.returns()[-1].content
 
@@ -295,7 +295,7 @@ def test_without_deferred_output_an_ask_goes_to_the_brakes_approver() -> None:
 def test_advisories_reach_the_model_with_the_result() -> None:
     ran: List[str] = []
     script = Script(repeat("poll", {"job": "build"}, 2))
-    make_agent(script, LoopBrake(Brake({"breaker": {"warn_at": 2}})), ran).run_sync("go")
+    make_agent(script, ToolBrake(Brake({"breaker": {"warn_at": 2}})), ran).run_sync("go")
 
     r = script.returns()
     assert r[0].content == "build: 10% done"
@@ -306,7 +306,7 @@ def test_advisories_reach_the_model_with_the_result() -> None:
 def test_advisories_for_a_structured_result_are_a_system_note() -> None:
     brake = Brake({"breaker": {"warn_at": 2}})
     script = Script(repeat("status", {"job": "build"}, 2))
-    agent: Agent[None, str] = Agent(script.model, capabilities=[LoopBrake(brake)])
+    agent: Agent[None, str] = Agent(script.model, capabilities=[ToolBrake(brake)])
     n: List[int] = []
 
     @agent.tool_plain
@@ -321,18 +321,18 @@ def test_advisories_for_a_structured_result_are_a_system_note() -> None:
     assert len(notes) == 1 and "CONVERGENCE_CHECK" in notes[0]
 
 
-def test_a_loopbrake_error_does_not_break_the_run() -> None:
+def test_a_toolbrake_error_does_not_break_the_run() -> None:
     def broken_session(ctx: RunContext[Any]) -> Optional[str]:
         raise RuntimeError("session lookup failed")
 
     ran: List[str] = []
-    result = make_agent(Script(repeat("lookup", {"q": "x"}, 3)), LoopBrake(Brake(), session=broken_session), ran).run_sync("go")
-    assert ran == ["x", "x", "x"]  # loopbrake could not judge: every call ran
+    result = make_agent(Script(repeat("lookup", {"q": "x"}, 3)), ToolBrake(Brake(), session=broken_session), ran).run_sync("go")
+    assert ran == ["x", "x", "x"]  # toolbrake could not judge: every call ran
     assert result.output == "done"
 
 
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.pydantic_ai", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "loopbrake\[pydantic-ai\]"'):
-        importlib.import_module("loopbrake.integrations.pydantic_ai")
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.pydantic_ai", raising=False)
+    with pytest.raises(ImportError, match=r'pip install "toolbrake\[pydantic-ai\]"'):
+        importlib.import_module("toolbrake.integrations.pydantic_ai")

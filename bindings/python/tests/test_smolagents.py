@@ -1,4 +1,4 @@
-"""End-to-end tests of loopbrake.integrations.smolagents against the real smolagents.
+"""End-to-end tests of toolbrake.integrations.smolagents against the real smolagents.
 
 The model is a scripted ``Model`` subclass (no network): each step of its script is a tool
 call (for ``ToolCallingAgent``) or a code block (for ``CodeAgent``), and it keeps the text
@@ -26,8 +26,8 @@ from smolagents.models import (  # noqa: E402
     Model,
 )
 
-from loopbrake import Brake  # noqa: E402
-from loopbrake.integrations.smolagents import LoopBrakeTool, protect_agent, protect_tools  # noqa: E402
+from toolbrake import Brake  # noqa: E402
+from toolbrake.integrations.smolagents import ToolBrakeTool, protect_agent, protect_tools  # noqa: E402
 
 from conftest import HERE, PKG  # noqa: E402
 KINDS = ["tool_calling", "code"]
@@ -137,8 +137,8 @@ def test_third_identical_call_is_refused_and_the_model_reads_why(kind):
     assert agent.run("ping it") == "done"
     assert c.runs == 2
     after_third = model.seen[3]
-    assert 'LoopBrakeDenied: loop brake: tool "ping" called 3 times in a row' in after_third
-    assert "LoopBrakeDenied" not in model.seen[2]
+    assert 'ToolBrakeDenied: loop brake: tool "ping" called 3 times in a row' in after_third
+    assert "ToolBrakeDenied" not in model.seen[2]
 
 
 # -- 2. progress is not a loop ---------------------------------------------------------------------
@@ -152,7 +152,7 @@ def test_a_call_whose_output_changes_is_not_stopped(kind):
     agent.run("wait for the build")
     assert c.runs == 5
     assert "build: 50% done" in model.seen[5]
-    assert "LoopBrakeDenied" not in model.seen[5]
+    assert "ToolBrakeDenied" not in model.seen[5]
 
 
 # -- 3. failures feed the failure track ------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_explicit_sessions_share_or_separate_counts():
     model = ScriptedModel(steps("tool_calling", "ping", {"x": 1}, 1))
     build("tool_calling", tools, model).run("ping")
     assert c.runs == 3
-    assert "LoopBrakeDenied" in model.seen[1]
+    assert "ToolBrakeDenied" in model.seen[1]
 
 
 @pytest.mark.parametrize("reset", [True, False])
@@ -248,7 +248,7 @@ def test_managed_agents_count_in_sub_agent_sessions():
     boss.run("have the helper ping")
     # The manager's second task does not reset the helper: its next ping is the third.
     assert c.runs == 2
-    assert "LoopBrakeDenied: loop brake" in helper_model.seen[-1]
+    assert "ToolBrakeDenied: loop brake" in helper_model.seen[-1]
     assert brake.explain("ping", {"x": 1}, session="S#agent:helper")["streak"]["in_a_row"] == 3
     assert brake.explain("ping", {"x": 1}, session="S")["streak"]["in_a_row"] == 0
 
@@ -260,8 +260,8 @@ SUBPROCESS = textwrap.dedent(
     import sys
     sys.path[:0] = [{here!r}, {pkg!r}]
     from test_smolagents import Counter, ScriptedModel, build, steps
-    from loopbrake import Brake
-    from loopbrake.integrations.smolagents import protect_tools
+    from toolbrake import Brake
+    from toolbrake.integrations.smolagents import protect_tools
 
     c = Counter()
     model = ScriptedModel(steps("tool_calling", "ping", {{"x": 1}}, 2))
@@ -280,7 +280,7 @@ def test_two_processes_share_one_session_through_sqlite(tmp_path, run_python):
     model = ScriptedModel(steps("code", "ping", {"x": 1}, 1))
     build("code", protect_tools([c.ping], Brake(store=store), session="X"), model).run("ping")
     assert c.runs == 0
-    assert "LoopBrakeDenied: loop brake" in model.seen[1]
+    assert "ToolBrakeDenied: loop brake" in model.seen[1]
 
 
 # -- 6. asks: smolagents has no approvals, so the Brake's approver answers -----------------------------
@@ -312,20 +312,20 @@ def test_ask_goes_to_the_brakes_approver(kind, approve):
 
 
 class BrokenBrake:
-    """A Brake whose every method fails (a bug in loopbrake, not a refusal)."""
+    """A Brake whose every method fails (a bug in toolbrake, not a refusal)."""
 
     def __getattr__(self, name: str) -> Any:
         def fail(*a: Any, **k: Any) -> Any:
-            raise RuntimeError("loopbrake is broken")
+            raise RuntimeError("toolbrake is broken")
 
         return fail
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_error_inside_loopbrake_does_not_break_the_run(kind):
+def test_an_error_inside_toolbrake_does_not_break_the_run(kind):
     c = Counter()
     model = ScriptedModel(steps(kind, "ping", {"x": 1}, 3))
-    agent = build(kind, [LoopBrakeTool(c.ping, BrokenBrake())], model)  # type: ignore[arg-type]
+    agent = build(kind, [ToolBrakeTool(c.ping, BrokenBrake())], model)  # type: ignore[arg-type]
     assert agent.run("ping") == "done"
     assert c.runs == 3
 
@@ -337,7 +337,7 @@ def test_positional_and_keyword_calls_in_code_are_the_same_call():
     model = ScriptedModel(code)
     build("code", protect_tools([c.ping], Brake(), session="s"), model).run("ping")
     assert c.runs == 2
-    assert "LoopBrakeDenied: loop brake" in model.seen[3]
+    assert "ToolBrakeDenied: loop brake" in model.seen[3]
 
 
 def test_arguments_json_cannot_hold_are_judged_by_their_repr():
@@ -357,7 +357,7 @@ def test_arguments_json_cannot_hold_are_judged_by_their_repr():
     model = ScriptedModel([code] * 3 + ["Thought: end.\n<code>\nfinal_answer('done')\n</code>"])
     build("code", protect_tools([count], Brake(), session="s"), model).run("count")
     assert c.runs == 2
-    assert "LoopBrakeDenied: loop brake" in model.seen[3]
+    assert "ToolBrakeDenied: loop brake" in model.seen[3]
 
 
 # -- 7. without the framework --------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ def test_arguments_json_cannot_hold_are_judged_by_their_repr():
 
 def test_import_without_smolagents_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "smolagents", None)
-    monkeypatch.delitem(sys.modules, "loopbrake.integrations.smolagents", raising=False)
+    monkeypatch.delitem(sys.modules, "toolbrake.integrations.smolagents", raising=False)
     with pytest.raises(ImportError) as err:
-        importlib.import_module("loopbrake.integrations.smolagents")
-    assert 'pip install "loopbrake[smolagents]"' in str(err.value)
+        importlib.import_module("toolbrake.integrations.smolagents")
+    assert 'pip install "toolbrake[smolagents]"' in str(err.value)

@@ -9,7 +9,7 @@ import { createServer } from 'node:http'
  * @param {{calls?: number, command?: string, tool?: string, args?: object}} [options]
  * @returns {Promise<{url: string, requests: any[], close(): Promise<void>}>}
  */
-export async function startModel({ calls = 3, command = 'echo loopbrake-e2e', tool = 'bash', args: toolArgs } = {}) {
+export async function startModel({ calls = 3, command = 'echo toolbrake-e2e', tool = 'bash', args: toolArgs } = {}) {
   const requests = []
   const server = createServer((req, res) => {
     let body = ''
@@ -35,7 +35,7 @@ export async function startModel({ calls = 3, command = 'echo loopbrake-e2e', to
         chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(10) } }] })
         chunk({}, 'tool_calls')
       } else {
-        chunk({ role: 'assistant', content: Array.isArray(msg.tools) ? 'done' : 'loopbrake e2e' })
+        chunk({ role: 'assistant', content: Array.isArray(msg.tools) ? 'done' : 'toolbrake e2e' })
         chunk({}, 'stop')
       }
       res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: msg.model, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })}\n\n`)

@@ -1,0 +1,322 @@
+"""toolbrake: a circuit breaker for AI agents' tool calls, in-process.
+
+Before each tool call, ask :meth:`Brake.before`: the call may run (``allow``), run with
+advice for the model (``advise``), wait for an operator (``ask``), or must not run
+(``deny``: the model reads ``decision.message`` instead of a result). After it ran, tell
+:meth:`Brake.after` what it returned or raised: failures feed the failure track, and a
+call whose output moves on (a poll, a build getting further) is not a loop.
+
+>>> from toolbrake import Brake
+>>> brake = Brake()
+>>> for _ in range(3):
+...     d = brake.before("search", {"q": "weather"}, session="s1")
+...     if not d.runs:
+...         print(d.verdict, d.engine)
+...         break
+...     brake.after(d.call_id, "sunny", session="s1")  # doctest: +ELLIPSIS
+Recorded(...)
+Recorded(...)
+deny streak
+
+The decisions are the Rust core's, the same as in every other toolbrake host (hooks, MCP
+proxy, the Node package); session state lives in memory, a SQLite file, or Redis.
+Framework adapters are in :mod:`toolbrake.integrations`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any, Callable, Dict, Optional, TypeVar, Union, overload
+
+from ._errors import ToolBrakeConfigError, ToolBrakeDenied, ToolBrakeError
+from ._native import VERSION, Decision, NativeBrake, Outcome, Recorded, call_hash, redact
+
+__all__ = [
+    "Brake",
+    "Decision",
+    "Recorded",
+    "Outcome",
+    "ToolBrakeError",
+    "ToolBrakeConfigError",
+    "ToolBrakeDenied",
+    "call_hash",
+    "redact",
+    "__version__",
+]
+
+__version__ = VERSION
+
+F = TypeVar("F", bound=Callable[..., Any])
+Approver = Callable[[Decision], bool]
+SessionArg = Union[str, Callable[[], str]]
+
+
+class Brake:
+    """Both engines (the streak brake and the breaker) over a session store.
+
+    :param config: ``None`` (the built-in defaults), a path to a ``toolbrake.toml``, or a
+        ``dict`` of the same tables (``{"streak": {"limit": 3}, "breaker": {...},
+        "store": {...}}``). Invalid settings raise :class:`ToolBrakeConfigError` naming
+        the key, the value and the rule, here and not at the first call.
+    :param store: ``None`` (the configuration's ``[store]``, else memory), ``"memory"``,
+        ``"sqlite"`` (the default state file), ``"sqlite:PATH"``, or a ``redis://`` /
+        ``rediss://`` URL. SQLite and Redis share sessions between processes.
+    :param fail_closed: what a call gets when toolbrake cannot judge it (its store is
+        down): ``True`` refuses it, ``False`` lets it run (``decision.degraded`` says
+        why); ``None`` takes the configuration's ``[store] fail_closed`` (default False).
+    :param approver: answers ``ask`` verdicts in :meth:`resolve` and :meth:`guard`:
+        called with the :class:`Decision`, returns ``True`` to let the call run. Without
+        one, an ``ask`` is refused.
+
+    A ``Brake`` is safe to share between threads and asyncio tasks; store I/O runs with
+    the GIL released.
+    """
+
+    __slots__ = ("_native", "approver")
+
+    def __init__(
+        self,
+        config: Union[None, str, "os.PathLike[str]", Dict[str, Any]] = None,
+        *,
+        store: Optional[str] = None,
+        fail_closed: Optional[bool] = None,
+        approver: Optional[Approver] = None,
+    ) -> None:
+        if isinstance(config, os.PathLike):
+            config = os.fspath(config)
+        if fail_closed is not None and not isinstance(fail_closed, bool):
+            raise TypeError(f"toolbrake: fail_closed must be a bool or None, not {type(fail_closed).__name__}")
+        if store is not None and not isinstance(store, str):
+            raise TypeError(f"toolbrake: store must be a str or None, not {type(store).__name__}")
+        self._native = NativeBrake(config, store, fail_closed)
+        self.approver = approver
+
+    def __repr__(self) -> str:
+        return f"Brake(store={self._native.store!r}, fail_closed={self._native.fail_closed})"
+
+    @property
+    def store(self) -> str:
+        """Where session state lives: ``memory``, the SQLite file, or the Redis server."""
+        return self._native.store
+
+    @property
+    def fail_closed(self) -> bool:
+        """Whether calls toolbrake cannot judge are refused."""
+        return self._native.fail_closed
+
+    def config(self) -> Dict[str, Any]:
+        """The effective configuration of both engines, every key written out."""
+        return self._native.config()
+
+    def before(
+        self,
+        tool: str,
+        args: Any = None,
+        *,
+        session: str = "default",
+        call_id: Optional[str] = None,
+        agent: Optional[str] = None,
+    ) -> Decision:
+        """Judges a call before it runs. Run the tool only if ``decision.runs``.
+
+        ``args`` must have a JSON form (dicts with text keys, lists, tuples, text,
+        numbers, booleans, ``None``, pydantic models, dataclasses): anything else (a set,
+        bytes, NaN, a cycle) raises ``TypeError`` naming where, and nothing is counted.
+        ``call_id`` defaults to a fresh unique id (``decision.call_id``). With ``agent``,
+        the call counts in that sub-agent's own session.
+        """
+        return self._native.before(tool, args, session, call_id, agent)
+
+    def after(
+        self,
+        call_id: str,
+        outcome: Any = None,
+        *,
+        session: str = "default",
+        agent: Optional[str] = None,
+    ) -> Recorded:
+        """Records what a call that ran did.
+
+        ``outcome``: ``None`` (no output), the text it returned, the exception it raised
+        (a failure), an :class:`Outcome` (exit code, HTTP status, error flag, text), or
+        any other value it returned (recorded as its canonical JSON).
+        """
+        return self._native.after(call_id, outcome, session, agent)
+
+    def answer(
+        self,
+        call_id: str,
+        approved: bool,
+        *,
+        session: str = "default",
+        agent: Optional[str] = None,
+    ) -> Decision:
+        """The operator's answer to an ``ask``: the call's final decision."""
+        return self._native.answer(call_id, bool(approved), session, agent)
+
+    def resolve(self, decision: Decision) -> Decision:
+        """Settles an ``ask`` through the approver (refused without one, or when the
+        approver raises); any other decision is returned as it is."""
+        if decision.verdict != "ask":
+            return decision
+        approved = False
+        if self.approver is not None:
+            try:
+                approved = bool(self.approver(decision))
+            except Exception:
+                approved = False
+        # decision.session is the full key (a sub-agent's included).
+        return self._native.answer(decision.call_id, approved, decision.session, None)
+
+    def user_message(self, session: str = "default") -> None:
+        """A real human message arrived: the session (and its sub-agents) start afresh."""
+        self._native.user_message(session)
+
+    def end(self, session: str = "default") -> None:
+        """The session is over: its state (and its sub-agents') is forgotten."""
+        self._native.end(session)
+
+    def explain(self, tool: str, args: Any = None, *, session: Optional[str] = None) -> Dict[str, Any]:
+        """What toolbrake sees in a call: its canonical form and hash, the streak
+        identity, the breaker's fingerprints (kind, gate) and, with ``session``, that
+        session's counts, failure streaks and unchanged results for it. Read-only."""
+        return self._native.explain(tool, args, session)
+
+    @overload
+    def guard(self, fn: F) -> F: ...
+
+    @overload
+    def guard(
+        self,
+        fn: None = None,
+        *,
+        tool: Optional[str] = None,
+        session: SessionArg = "default",
+        on_advice: Optional[Callable[[list], None]] = None,
+    ) -> Callable[[F], F]: ...
+
+    def guard(
+        self,
+        fn: Optional[F] = None,
+        *,
+        tool: Optional[str] = None,
+        session: SessionArg = "default",
+        on_advice: Optional[Callable[[list], None]] = None,
+    ):
+        """Decorates a function (sync or async) so that it runs only when allowed.
+
+        The call's arguments are bound to the function's parameters by name (defaults
+        applied) and judged under ``tool`` (default: the function's name) in ``session``
+        (a string, or a function returning one per call). A refused call raises
+        :class:`ToolBrakeDenied` and the body does not run; an exception from the body is
+        recorded as a failure and raised again; a return value is recorded (a result that
+        changes is progress). ``on_advice`` receives advisories for the model, if any.
+
+        >>> brake = Brake()
+        >>> @brake.guard
+        ... def search(query: str) -> str:
+        ...     return "sunny"
+        """
+
+        def decorate(f: F) -> F:
+            name = tool or getattr(f, "__name__", "tool")
+            try:
+                sig: Optional[inspect.Signature] = inspect.signature(f)
+            except (TypeError, ValueError):
+                sig = None
+
+            # The common case, parameters that are all plain (no *args, **kwargs or
+            # positional-only ones), binds without inspect's machinery.
+            plain = sig is not None and all(
+                p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+                or p.kind is inspect.Parameter.KEYWORD_ONLY
+                for p in sig.parameters.values()
+            )
+            names = list(sig.parameters) if sig is not None else []
+            name_set = set(names)
+            positional = [
+                n
+                for n in names
+                if sig is not None
+                and sig.parameters[n].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+            ]
+            defaults = {
+                n: p.default
+                for n, p in (sig.parameters.items() if sig is not None else ())
+                if p.default is not inspect.Parameter.empty
+            }
+
+            def bind(args: tuple, kwargs: dict) -> Dict[str, Any]:
+                if sig is None:
+                    return {"args": list(args), "kwargs": kwargs}
+                if plain and len(args) <= len(positional) and not (
+                    kwargs.keys() - name_set
+                ):
+                    out = dict(zip(positional, args))
+                    if not (out.keys() & kwargs.keys()):
+                        out.update(kwargs)
+                        if len(out) == len(names):
+                            return {n: out[n] for n in names}
+                        if all(n in out or n in defaults for n in names):
+                            return {n: out[n] if n in out else defaults[n] for n in names}
+                bound = sig.bind(*args, **kwargs)
+                bound.apply_defaults()
+                out: Dict[str, Any] = {}
+                for k, v in bound.arguments.items():
+                    kind = sig.parameters[k].kind
+                    if kind is inspect.Parameter.VAR_KEYWORD:
+                        out.update(v)
+                    elif kind is inspect.Parameter.VAR_POSITIONAL:
+                        out[k] = list(v)
+                    else:
+                        out[k] = v
+                return out
+
+            def admit(args: tuple, kwargs: dict) -> Decision:
+                key = session() if callable(session) else session
+                d = self.resolve(self.before(name, bind(args, kwargs), session=key))
+                if not d.runs:
+                    raise ToolBrakeDenied(d)
+                if d.advisories and on_advice is not None:
+                    on_advice(list(d.advisories))
+                return d
+
+            def record(d: Decision, outcome: Any) -> None:
+                r = self._native.after(d.call_id, outcome, d.session, None)
+                if r.advisories and on_advice is not None:
+                    on_advice(list(r.advisories))
+
+            if inspect.iscoroutinefunction(f):
+
+                @functools.wraps(f)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    d = admit(args, kwargs)
+                    try:
+                        value = await f(*args, **kwargs)
+                    except BaseException as e:
+                        record(d, e)
+                        raise
+                    record(d, value)
+                    return value
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(f)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                d = admit(args, kwargs)
+                try:
+                    value = f(*args, **kwargs)
+                except BaseException as e:
+                    record(d, e)
+                    raise
+                record(d, value)
+                return value
+
+            return wrapper  # type: ignore[return-value]
+
+        if fn is not None:
+            return decorate(fn)
+        return decorate
+

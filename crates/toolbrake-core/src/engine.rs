@@ -1,0 +1,822 @@
+//! Both engines together (docs/decisions.md, "Both engines"): the one decision surface
+//! adapters call, through the session service.
+//!
+//! Order of judgement: the streak brake sees every call first and counts it (refusals
+//! extend a streak: "Refusals extend the streak"). A call it refuses is denied by the streak brake and never
+//! reaches the breaker; every other call is judged by the breaker. The strongest verdict
+//! wins (deny > ask > advise > allow), and the denial names the engine that refused.
+//!
+//! Asks are fail-closed: an ask still pending when any other event of its session
+//! arrives is settled as declined, and the settlement is reported with that event. The
+//! same call judged again (its id, while its ask is pending) is asked again instead.
+
+use crate::breaker::fingerprint::ExactText;
+use crate::breaker::{Advisory, Breaker, BreakerState, BreakerVerdict, Failure, Hit, Outcome};
+use crate::canonical::CanonicalError;
+use crate::config::Config;
+use crate::progress::{OutputDigest, Stopped};
+use crate::redact::RedactedCut;
+use crate::streak::{StreakBrake, StreakRefusal, StreakState, StreakVerdict};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+
+/// What joins a session key and a sub-agent id in the sub-agent's own session key.
+pub const AGENT_SEPARATOR: &str = "#agent:";
+
+/// The session key of a sub-agent of `session` (sub-agents get their own budget:
+/// docs/decisions.md, "Sessions and sub-agents").
+pub fn agent_session_key(session: &str, agent: &str) -> String {
+    format!("{session}{AGENT_SEPARATOR}{agent}")
+}
+
+/// The prefix shared by the session keys of every sub-agent of `session`.
+pub fn agent_key_prefix(session: &str) -> String {
+    format!("{session}{AGENT_SEPARATOR}")
+}
+
+/// Whether a session key is a sub-agent's.
+pub fn is_agent_key(key: &str) -> bool {
+    key.contains(AGENT_SEPARATOR)
+}
+
+/// A tool call about to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The session key (docs/decisions.md, "Session key").
+    pub session: &'a str,
+    /// The call id, unique within the session.
+    pub id: &'a str,
+    /// The tool name.
+    pub tool: &'a str,
+    /// The arguments (`{}` when the host sent none).
+    pub args: &'a Value,
+}
+
+/// The verdict kinds, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Run it.
+    Allow,
+    /// Run it and show the model the advisories.
+    Advise,
+    /// Ask the operator first.
+    Ask,
+    /// Do not run it.
+    Deny,
+}
+
+impl Verdict {
+    /// The protocol name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Advise => "advise",
+            Verdict::Ask => "ask",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// An ask settled without an answer (fail-closed: declined).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The asked call.
+    pub id: String,
+    /// Always [`Verdict::Deny`].
+    pub verdict: Verdict,
+}
+
+/// The decision on a call (or on an answered ask).
+#[must_use = "a denied call must not run"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The call id.
+    pub id: String,
+    /// What to do.
+    pub verdict: Verdict,
+    /// The engine that asked or denied (`streak` / `breaker`), or gave the advisory.
+    pub engine: Option<&'static str>,
+    /// `LOOP_BRAKE`, `REPEAT_TOOL_BLOCKED` or `SHELL_HTTP_BLOCKED` on a denial.
+    pub code: Option<&'static str>,
+    /// The model's denial text, or the operator's ask reason.
+    pub message: Option<String>,
+    /// Fingerprints that reached a gate.
+    pub hits: Vec<Hit>,
+    /// Stage 1/2 advisories for the model.
+    pub advisories: Vec<Advisory>,
+    /// The streak brake's refusal, with its fields, when it refused.
+    pub streak_refusal: Option<StreakRefusal>,
+    /// Asks of this session settled as declined before this event.
+    pub settled: Vec<Settled>,
+}
+
+impl Decision {
+    fn allow(id: &str) -> Self {
+        Decision {
+            id: id.to_string(),
+            verdict: Verdict::Allow,
+            engine: None,
+            code: None,
+            message: None,
+            hits: Vec::new(),
+            advisories: Vec::new(),
+            streak_refusal: None,
+            settled: Vec::new(),
+        }
+    }
+
+    /// Whether the tool may run.
+    pub fn runs(&self) -> bool {
+        matches!(self.verdict, Verdict::Allow | Verdict::Advise)
+    }
+}
+
+/// What the engines say after a call ran.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PostDecision {
+    /// The call id.
+    pub id: String,
+    /// `Some("denied")` when the call was denied (or its ask declined): not counted.
+    pub ignored: Option<&'static str>,
+    /// A failure-track advisory, when one fired.
+    pub advisories: Vec<Advisory>,
+    /// The classified failure.
+    pub failure: Option<Failure>,
+    /// For a call toolbrake stopped whose output is known all the same (a recorded run's
+    /// outcome of a denied call, an asked call the operator approved): whether it was waste
+    /// or new information. Only with the progress signal on (output memory).
+    pub stopped: Option<Stopped>,
+    /// Asks of this session settled as declined before this event.
+    pub settled: Vec<Settled>,
+}
+
+/// Errors of [`Engine::answer`] and [`Engine::post`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The call id is not known in this session.
+    #[error("unknown call id {0:?}")]
+    UnknownCall(String),
+    /// No ask is pending for this call.
+    #[error("no ask is pending for call id {0:?}")]
+    NotPending(String),
+    /// A call id still open (waiting for its result) was sent again with another tool or
+    /// other arguments: a new call needs a new id.
+    #[error("call id {0:?} is still open with another tool or other arguments; a new call needs a new id")]
+    IdReused(String),
+    /// The arguments cannot be canonicalised.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CallStatus {
+    Ran,
+    Denied,
+    Asked,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CallRecord {
+    id: String,
+    status: CallStatus,
+    /// The first 4 bytes of the call's identity digest (0: unknown, an older state): enough
+    /// to tell a reused id from the same call seen twice.
+    #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
+    digest: u32,
+    /// For a call stopped (denied or asked): what the same call returned the last time it
+    /// ran, when the output memory held it, to judge the call's own output if it runs or is
+    /// replayed anyway.
+    #[serde(default, rename = "b", skip_serializing_if = "Option::is_none")]
+    before: Option<OutputDigest>,
+    /// The call was asked about (it stays a stopped call once approved).
+    #[serde(default, rename = "a", skip_serializing_if = "std::ops::Not::not")]
+    asked: bool,
+}
+
+/// Decisions an operator can see per session (the dashboard's timeline).
+pub const MAX_LOG: usize = 12;
+/// Characters of a preview or fingerprint kept in the timeline.
+pub const LOG_PREVIEW_CHARS: usize = 100;
+
+/// One decision, as an operator sees it: never the arguments, only a redacted preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The call id.
+    pub call: String,
+    /// The tool.
+    pub tool: String,
+    /// What was decided (an answered ask shows its final verdict).
+    pub verdict: Verdict,
+    /// The refusal code, on a denial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The call's `exact:` fingerprint (redacted when shown or stored, cut), or the tool
+    /// alone.
+    pub preview: RedactedCut,
+    /// The fingerprint nearest its gate after this call: `(fingerprint, count, limit)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near: Option<crate::breaker::KeptGauge>,
+    /// `ok`, `failed` or `aborted` once the outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+/// What the engines' signals say of one call in a session ([`Engine::signals`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signals {
+    /// The prefix of the identity the streak brake counts.
+    pub streak_identity: String,
+    /// Decoy keys were left out of that identity (toolbrake mode).
+    pub decoys_ignored: bool,
+    /// Identical calls in a row right before this one (0 when the last call was another).
+    pub in_a_row: u32,
+    /// Of their reported outcomes, how many in a row were the same.
+    pub same_in_a_row: u32,
+    /// The breaker's view, when it judges the tool.
+    pub breaker: Option<crate::breaker::BreakerSignals>,
+}
+
+/// One session's state for both engines: a plain serialisable value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The streak brake's slot.
+    pub streak: StreakState,
+    /// The breaker's window, streaks, exemptions and refusals.
+    pub breaker: BreakerState,
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    calls: VecDeque<CallRecord>,
+    /// Calls stopped since the session (re)started: denied by either engine, or asked
+    /// and not approved.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    stopped: u32,
+    /// The last [`MAX_LOG`] decisions, oldest first.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    log: VecDeque<LogEntry>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl SessionState {
+    fn record(&mut self, id: &str, status: CallStatus, digest: u32) {
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+            c.status = status;
+            return;
+        }
+        if self.calls.len() >= crate::MAX_OPEN_CALLS {
+            self.calls.pop_front();
+        }
+        self.calls.push_back(CallRecord {
+            id: id.to_string(),
+            status,
+            digest,
+            before: None,
+            asked: false,
+        });
+    }
+
+    /// Remembers, for a call just stopped, what the same call returned last (kept from the
+    /// first time it was stopped, when it is judged again).
+    fn note_stopped(&mut self, id: &str, before: Option<OutputDigest>, asked: bool) {
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+            c.before = c.before.or(before);
+            c.asked |= asked;
+        }
+    }
+
+    /// Ids of the calls waiting for their result, oldest first.
+    pub fn open_call_ids(&self) -> impl Iterator<Item = &str> {
+        self.calls.iter().map(|c| c.id.as_str())
+    }
+
+    fn status(&self, id: &str) -> Option<CallStatus> {
+        self.calls.iter().find(|c| c.id == id).map(|c| c.status)
+    }
+
+    /// For a call stopped (denied, or asked about): what the same call returned last.
+    fn stopped_call(&self, id: &str) -> Option<Option<OutputDigest>> {
+        self.calls
+            .iter()
+            .find(|c| c.id == id)
+            .filter(|c| c.asked || c.status == CallStatus::Denied)
+            .map(|c| c.before)
+    }
+
+    /// Number of calls remembered between call and result.
+    pub fn open_calls(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Calls stopped since the session (re)started: denied by either engine, or asked and
+    /// not approved.
+    pub fn stopped(&self) -> u32 {
+        self.stopped
+    }
+
+    /// The last decisions, oldest first.
+    pub fn log(&self) -> impl DoubleEndedIterator<Item = &LogEntry> {
+        self.log.iter()
+    }
+
+    /// Records a decision (a call seen again through another seam replaces its entry).
+    /// `preview` names a call the breaker keeps no record of (a denied one).
+    fn note(&mut self, d: &Decision, tool: &str, preview: impl FnOnce() -> RedactedCut) {
+        let (preview, near) = self
+            .breaker
+            .call_view(&d.id)
+            .unwrap_or_else(|| (preview(), None));
+        let near = near.or_else(|| {
+            d.hits
+                .iter()
+                .max_by_key(|h| (u64::from(h.count) * 1000) / u64::from(h.limit.max(1)))
+                .map(|h| {
+                    (
+                        RedactedCut::redacted(h.fingerprint.clone()),
+                        h.count,
+                        h.limit,
+                    )
+                })
+        });
+        let cut = |t: RedactedCut| t.limited(LOG_PREVIEW_CHARS);
+        let entry = LogEntry {
+            call: d.id.clone(),
+            tool: tool.to_string(),
+            verdict: d.verdict,
+            code: d.code.map(str::to_string),
+            preview: cut(preview),
+            near: near.map(|(fp, c, l)| (cut(fp), c, l)),
+            outcome: None,
+        };
+        if let Some(e) = self.log.iter_mut().find(|e| e.call == d.id) {
+            *e = entry;
+            return;
+        }
+        if self.log.len() >= MAX_LOG {
+            self.log.pop_front();
+        }
+        self.log.push_back(entry);
+    }
+
+    fn note_outcome(&mut self, call_id: &str, outcome: &str) {
+        if let Some(e) = self.log.iter_mut().rev().find(|e| e.call == call_id) {
+            e.outcome = Some(outcome.to_string());
+        }
+    }
+
+    fn count_stop(&mut self, verdict: Verdict) {
+        if verdict == Verdict::Deny {
+            self.stopped = self.stopped.saturating_add(1);
+        }
+    }
+}
+
+/// Both engines with their validated configuration. Immutable and cheap to share.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Engine {
+    streak: StreakBrake,
+    breaker: Breaker,
+}
+
+/// A call as [`Engine::prepare`] read it: everything judging needs of the call alone.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The call hash's first 4 bytes (never 0): the open-call id check.
+    digest: u32,
+    /// The streak brake's identity of the call.
+    streak_digest: [u8; 32],
+    /// The shell-HTTP denial, when the call is one.
+    shell_http: Option<String>,
+    /// The breaker's fingerprints; `None` when it does not judge the tool.
+    breaker: Option<crate::breaker::PreparedCall>,
+}
+
+impl Engine {
+    /// The engines for a validated configuration.
+    pub fn new(config: Config) -> Self {
+        Engine {
+            streak: StreakBrake::new(config.streak),
+            breaker: Breaker::new(config.breaker),
+        }
+    }
+
+    /// The streak brake.
+    pub fn streak(&self) -> &StreakBrake {
+        &self.streak
+    }
+
+    /// The breaker.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Settles every pending ask of the session as declined (fail-closed), except `keep`.
+    fn settle(&self, st: &mut SessionState, keep: Option<&str>) -> Vec<Settled> {
+        let mut out = Vec::new();
+        for id in st.breaker.pending_asks() {
+            if Some(id.as_str()) == keep {
+                continue;
+            }
+            let _ = self.breaker.answer(&mut st.breaker, &id, false);
+            st.record(&id, CallStatus::Denied, 0);
+            st.count_stop(Verdict::Deny);
+            if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
+                e.verdict = Verdict::Deny;
+            }
+            out.push(Settled {
+                id,
+                verdict: Verdict::Deny,
+            });
+        }
+        out
+    }
+
+    /// What both engines' signals say of a call in a session, without judging it or
+    /// changing anything (`toolbrake explain --session`): the streak's identity and run,
+    /// and the breaker's counts, failure streaks, unchanged track and cycle.
+    pub fn signals(&self, st: &SessionState, call: &Call<'_>) -> Result<Signals, EngineError> {
+        let full = crate::canonical::call_digest(call.tool, call.args)?;
+        let identity = self.streak_digest(call, &full)?;
+        let (in_a_row, same) = st.streak.run_of(&identity);
+        let breaker = if self.breaker.judges(call.tool) {
+            Some(self.breaker.signals(&st.breaker, call.tool, call.args)?)
+        } else {
+            None
+        };
+        Ok(Signals {
+            streak_identity: crate::canonical::hash_prefix(&hex::encode(identity)).to_string(),
+            decoys_ignored: identity != full,
+            in_a_row,
+            same_in_a_row: same,
+            breaker,
+        })
+    }
+
+    /// The digest the streak brake counts: the full call digest in seed mode, the digest
+    /// without the breaker's decoy keys with the progress signal on.
+    fn streak_digest(&self, call: &Call<'_>, full: &[u8; 32]) -> Result<[u8; 32], EngineError> {
+        if !self.streak.config().progress() {
+            return Ok(*full);
+        }
+        let ignored = self.breaker.config().ignored_keys(call.tool);
+        match call.args {
+            Value::Object(map) if map.keys().any(|k| ignored(k)) => Ok(
+                crate::canonical::call_digest_without(call.tool, call.args, ignored)?,
+            ),
+            _ => Ok(*full),
+        }
+    }
+
+    /// Before a call runs.
+    ///
+    /// ```
+    /// use toolbrake_core::{Call, Config, Engine, SessionState, Verdict};
+    /// use serde_json::json;
+    /// let engine = Engine::new(Config::default());
+    /// let mut st = SessionState::default();
+    /// let args = json!({"q": "weather"});
+    /// let mut verdicts = Vec::new();
+    /// for id in ["1", "2", "3"] {
+    ///     let d = engine.pre(&mut st, &Call { session: "s1", id, tool: "search", args: &args })?;
+    ///     verdicts.push(d.verdict);
+    /// }
+    /// assert_eq!(verdicts, [Verdict::Allow, Verdict::Allow, Verdict::Deny]);
+    /// # Ok::<(), toolbrake_core::EngineError>(())
+    /// ```
+    pub fn pre(&self, st: &mut SessionState, call: &Call<'_>) -> Result<Decision, EngineError> {
+        let prepared = self.prepare(call)?;
+        self.pre_prepared(st, call, &prepared)
+    }
+
+    /// What [`Engine::pre`] needs of a call alone, whatever the session: its hashes, the
+    /// shell-HTTP check and the breaker's fingerprints ([`Prepared`]). A call prepared once
+    /// can be judged by every engine that [`Engine::derives_like`] this one (`toolbrake
+    /// tune` judges one history under many gates).
+    pub fn prepare(&self, call: &Call<'_>) -> Result<Prepared, EngineError> {
+        // Hashed once: the id check keeps 4 bytes, the streak brake the whole hash. Object
+        // arguments with no decoy key the breaker leaves out are written canonically once,
+        // for this digest and for the breaker's `exact:` fingerprint (the same text).
+        let exact = self.shared_exact(call)?;
+        let full = match &exact {
+            Some(e) => crate::canonical::digest_of_canonical(call.tool, e.canonical()),
+            None => crate::canonical::call_digest(call.tool, call.args)?,
+        };
+        // In toolbrake mode the streak's identity leaves out the decoys the breaker strips
+        // (a shell tool's fresh `description` or `timeout` around the same command); seed
+        // mode keeps the seed's hash of the full arguments. Arguments written once for the
+        // breaker hold no decoy key: the streak counts their full digest (the decoys were
+        // looked for once, in `shared_exact`).
+        let streak_digest = match exact {
+            Some(_) => full,
+            None => self.streak_digest(call, &full)?,
+        };
+        Ok(Prepared {
+            digest: u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1),
+            streak_digest,
+            shell_http: self.breaker.shell_http(call.tool, call.args),
+            breaker: self
+                .breaker
+                .prepare(call.tool, call.args, exact.map(|e| (e, &full)))?,
+        })
+    }
+
+    /// Whether every call this engine prepares ([`Engine::prepare`]) is prepared as
+    /// `other` would prepare it: the two configurations differ at most in what only
+    /// judging reads (gates, window, stages, previews' lengths).
+    pub fn derives_like(&self, other: &Engine) -> bool {
+        self.streak.config().derivation_view() == other.streak.config().derivation_view()
+            && self.breaker.config().derivation_view() == other.breaker.config().derivation_view()
+    }
+
+    /// [`Engine::pre`] of a call prepared by [`Engine::prepare`] of this engine or of one it
+    /// [`Engine::derives_like`]; the decision is this engine's, with its gates.
+    pub fn pre_prepared(
+        &self,
+        st: &mut SessionState,
+        call: &Call<'_>,
+        prepared: &Prepared,
+    ) -> Result<Decision, EngineError> {
+        let digest = prepared.digest;
+        // The same id while its call is open: the same call seen through another seam
+        // (judged again, counted once), or a different call reusing an id (an error).
+        if let Some(open) = st.calls.iter().find(|c| c.id == call.id) {
+            if open.digest != 0 && open.digest != digest {
+                return Err(EngineError::IdReused(call.id.to_string()));
+            }
+        }
+        // The same call judged again while its ask is pending (another seam, or a host
+        // resuming a run after a restart) keeps that ask pending and is asked again; any
+        // other pending ask is settled as declined.
+        let again = st.breaker.pending_asks().iter().any(|id| id == call.id);
+        let settled = self.settle(st, again.then_some(call.id));
+        let mut d = Decision::allow(call.id);
+        d.settled = settled;
+        // The shell-HTTP block comes first and touches no engine state: a fetch sent to
+        // the fetch tool is not a repeat, and counts toward no streak, window or failure.
+        if let Some(text) = prepared.shell_http.clone() {
+            d.verdict = Verdict::Deny;
+            d.engine = Some(crate::breaker::ENGINE);
+            d.code = Some(crate::breaker::SHELL_HTTP_CODE);
+            d.message = Some(text);
+            if st.status(call.id).is_none() {
+                st.count_stop(Verdict::Deny);
+            }
+            st.record(call.id, CallStatus::Denied, digest);
+            st.note(&d, call.tool, || self.exact_preview(call));
+            return Ok(d);
+        }
+        let streak_digest = prepared.streak_digest;
+        match self.streak.check_hashed(
+            &mut st.streak,
+            call.session,
+            Some(call.id),
+            call.tool,
+            &streak_digest,
+        ) {
+            StreakVerdict::Refuse(err) => {
+                d.verdict = Verdict::Deny;
+                d.engine = Some(crate::streak::ENGINE);
+                d.code = Some(crate::streak::CODE);
+                d.message = Some(err.to_string());
+                d.streak_refusal = Some(err);
+                if st.status(call.id).is_none() {
+                    st.count_stop(Verdict::Deny);
+                }
+                st.record(call.id, CallStatus::Denied, digest);
+                let before = st.streak.outcome_of(&streak_digest);
+                st.note_stopped(call.id, before, false);
+                st.note(&d, call.tool, || self.exact_preview(call));
+                return Ok(d);
+            }
+            StreakVerdict::Allow { .. } => {}
+        }
+        let seen = st.status(call.id).is_some();
+        let v = self.breaker.pre_prepared(
+            &mut st.breaker,
+            call.id,
+            call.tool,
+            prepared.breaker.as_ref(),
+        );
+        let status = self.apply(&mut d, v);
+        if !seen {
+            st.count_stop(d.verdict);
+        }
+        st.record(call.id, status, digest);
+        if matches!(d.verdict, Verdict::Ask | Verdict::Deny) {
+            let before = self.last_output(st, call);
+            st.note_stopped(call.id, before, d.verdict == Verdict::Ask);
+        }
+        st.note(&d, call.tool, || self.exact_preview(call));
+        Ok(d)
+    }
+
+    /// The breaker's `exact:` text of a call when the call digest is made of its canonical
+    /// part too: object arguments of a tool the breaker judges, with none of the keys it
+    /// leaves out.
+    fn shared_exact(&self, call: &Call<'_>) -> Result<Option<ExactText>, EngineError> {
+        let Value::Object(map) = call.args else {
+            return Ok(None);
+        };
+        if !self.breaker.judges(call.tool) {
+            return Ok(None);
+        }
+        let ignored = self.breaker.config().ignored_keys(call.tool);
+        if map.keys().any(|k| ignored(k)) {
+            return Ok(None);
+        }
+        Ok(Some(ExactText::of(call.tool, call.args)?))
+    }
+
+    /// What the call's `exact:` identity returned the last time it ran, when the breaker's
+    /// output memory holds it (computed only for a call stopped: the rare case).
+    fn last_output(&self, st: &SessionState, call: &Call<'_>) -> Option<OutputDigest> {
+        let set =
+            crate::breaker::fingerprint::fingerprints(self.breaker.config(), call.tool, call.args)
+                .ok()?;
+        let exact = set
+            .fps
+            .iter()
+            .find(|f| f.kind == crate::breaker::fingerprint::Kind::Exact)?;
+        st.breaker.last_output(exact.id)
+    }
+
+    /// A call's redacted `exact:` preview, as the timeline shows a call that ran: a denied
+    /// call is named by what it would have done, not by its tool alone.
+    fn exact_preview(&self, call: &Call<'_>) -> RedactedCut {
+        crate::breaker::fingerprint::fingerprints(self.breaker.config(), call.tool, call.args)
+            .ok()
+            .and_then(|set| {
+                set.fps
+                    .into_iter()
+                    .find(|f| f.kind == crate::breaker::fingerprint::Kind::Exact)
+            })
+            .map(|f| RedactedCut::preview(&f.text, LOG_PREVIEW_CHARS))
+            .unwrap_or_else(|| RedactedCut::redacted(call.tool.to_string()))
+    }
+
+    fn apply(&self, d: &mut Decision, v: BreakerVerdict) -> CallStatus {
+        match v {
+            BreakerVerdict::Proceed { advisory: None } => CallStatus::Ran,
+            BreakerVerdict::Proceed { advisory: Some(a) } => {
+                d.verdict = Verdict::Advise;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.advisories.push(a);
+                CallStatus::Ran
+            }
+            BreakerVerdict::Ask { reason, hits } => {
+                d.verdict = Verdict::Ask;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.message = Some(reason);
+                d.hits = hits;
+                CallStatus::Asked
+            }
+            BreakerVerdict::Deny { text, hits } => {
+                d.verdict = Verdict::Deny;
+                d.engine = Some(crate::breaker::ENGINE);
+                d.code = Some(crate::breaker::CODE);
+                d.message = Some(text);
+                d.hits = hits;
+                CallStatus::Denied
+            }
+        }
+    }
+
+    /// The operator's answer to an ask: the call's final decision.
+    pub fn answer(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        approved: bool,
+    ) -> Result<Decision, EngineError> {
+        let settled = self.settle(st, Some(call_id));
+        let v = self
+            .breaker
+            .answer(&mut st.breaker, call_id, approved)
+            .ok_or_else(|| EngineError::NotPending(call_id.to_string()))?;
+        let mut d = Decision::allow(call_id);
+        d.settled = settled;
+        let status = self.apply(&mut d, v);
+        st.count_stop(d.verdict);
+        st.record(call_id, status, 0);
+        if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == call_id) {
+            e.verdict = d.verdict;
+            e.code = d.code.map(str::to_string);
+        }
+        Ok(d)
+    }
+
+    /// After a call ran (or was cut short).
+    pub fn post(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        outcome: &Outcome,
+    ) -> Result<PostDecision, EngineError> {
+        self.post_digested(st, call_id, outcome, None)
+    }
+
+    /// [`Engine::post`], given the outcome's output digest when it was made already
+    /// ([`crate::progress::Digested::of`] this outcome): the same decision, the digest not
+    /// made again.
+    pub fn post_digested(
+        &self,
+        st: &mut SessionState,
+        call_id: &str,
+        outcome: &Outcome,
+        digested: Option<crate::progress::Digested>,
+    ) -> Result<PostDecision, EngineError> {
+        // Made at most once, and only when progress is judged (a stopped call that then ran
+        // needs it twice).
+        let mut digested = digested;
+        let mut digest = || {
+            digested
+                .get_or_insert_with(|| crate::progress::Digested::of(outcome))
+                .get()
+        };
+        let known = st.status(call_id).is_some();
+        let settled = self.settle(st, None);
+        if !known {
+            return Err(EngineError::UnknownCall(call_id.to_string()));
+        }
+        let mut p = PostDecision {
+            id: call_id.to_string(),
+            settled,
+            ..PostDecision::default()
+        };
+        let progress = self.streak.config().progress() || self.breaker.config().progress();
+        if let Some(before) = st.stopped_call(call_id).filter(|_| progress) {
+            p.stopped = crate::progress::judge_stopped(digest(), before);
+        }
+        if st.status(call_id) == Some(CallStatus::Denied) {
+            p.ignored = Some("denied");
+            // The call is closed: both engines forget its id, which may name a new call now.
+            let _ = self.breaker.post(&mut st.breaker, call_id, outcome, None);
+            self.close(st, call_id);
+            return Ok(p);
+        }
+        let digest = if progress { digest() } else { None };
+        self.streak.observe(&mut st.streak, call_id, digest);
+        let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
+        let shown = if outcome.aborted == Some(true) {
+            "aborted"
+        } else if r.failure.is_some() {
+            "failed"
+        } else {
+            "ok"
+        };
+        st.note_outcome(call_id, shown);
+        self.close(st, call_id);
+        if r.ignored {
+            p.ignored = Some("denied");
+            return Ok(p);
+        }
+        p.failure = r.failure;
+        p.advisories.extend(r.advisory);
+        Ok(p)
+    }
+
+    /// Whether [`Engine::post`] of this outcome can bring advice, in any state: `false`
+    /// means its advisories are empty whatever the session holds. Advice after a call comes
+    /// only from the failure track, and only for an outcome that reads as a failure (read
+    /// here as a shell call's would be, the wider reading). A host that must show advice
+    /// with the result can answer first and record after when this is `false`.
+    pub fn post_may_advise(outcome: &Outcome) -> bool {
+        crate::breaker::classify(outcome, true).is_some()
+    }
+
+    /// A call got its result (or was closed unanswered): its id is free again.
+    fn close(&self, st: &mut SessionState, call_id: &str) {
+        st.calls.retain(|c| c.id != call_id);
+        self.streak.forget(&mut st.streak, call_id);
+    }
+
+    /// A real human message: both engines start afresh for this session.
+    pub fn user_message(&self, st: &mut SessionState) -> Vec<Settled> {
+        let settled = self.settle(st, None);
+        self.streak.reset(&mut st.streak);
+        self.breaker.user_message(&mut st.breaker);
+        st.calls.clear();
+        st.stopped = 0;
+        settled
+    }
+
+    /// A batch or turn is over: pending asks are settled as declined and calls that never
+    /// got an outcome are closed (they are not counted as failures or successes).
+    pub fn close_open_calls(&self, st: &mut SessionState) -> Vec<Settled> {
+        let settled = self.settle(st, None);
+        st.breaker.forget_open_calls();
+        let ids: Vec<String> = st.calls.iter().map(|c| c.id.clone()).collect();
+        for id in ids {
+            self.close(st, &id);
+        }
+        settled
+    }
+
+    /// The session ends: settles its asks; the caller then forgets the state.
+    pub fn end(&self, st: &mut SessionState) -> Vec<Settled> {
+        self.settle(st, None)
+    }
+}

@@ -1,0 +1,37 @@
+//! The pure decision core of toolbrake: every decision, no I/O.
+//!
+//! This crate holds the two engines and nothing that touches the world: no files, no
+//! clock, no network, no async, no mutable global state. Session state is a plain
+//! serialisable value ([`SessionState`]) that callers keep wherever they like (memory,
+//! SQLite, Redis); the engines take it by `&mut` and decide.
+//!
+//! - [`canonical`]: canonical JSON and the call hash (byte-compatible with the original JS).
+//! - [`streak`]: the streak brake (consecutive identical calls).
+//! - [`breaker`]: semantic fingerprints, the window, stages, the failure track, the gate.
+//! - [`progress`]: output memory, the normalised digest of what a call returned.
+//! - [`redact`]: credentials replaced in everything shown or stored.
+//! - [`engine`]: both engines together, the surface adapters call.
+//! - [`config`]: the validated engine configuration.
+#![deny(missing_docs)]
+
+pub mod breaker;
+pub mod canonical;
+pub mod config;
+pub mod engine;
+pub mod progress;
+pub mod redact;
+pub mod streak;
+
+/// How many calls a session remembers between a call and its result: the one bound of
+/// every per-session list of open calls (the engine's, the breaker's, the streak brake's
+/// seen ids, the protocol processor's). Older ones are forgotten: enough for any host's
+/// parallel calls and interception seams.
+pub const MAX_OPEN_CALLS: usize = 64;
+
+pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};
+pub use config::{Config, ConfigError};
+pub use engine::{
+    Call, Decision, Engine, EngineError, LogEntry, PostDecision, SessionState, Settled, Signals,
+    Verdict,
+};
+pub use streak::{StreakBrake, StreakConfig, StreakRefusal, StreakState, StreakVerdict};

@@ -1,0 +1,123 @@
+//! Decisions per second against a local Redis from 1, 8 and 32 concurrent clients, and the
+//! Redis commands and round trips per decision; then one server against a three-primary
+//! Redis Cluster side by side (1 and 8 clients, each on its own session).
+//!
+//! `cargo run --release -p toolbrake-store --features testing --example redis_bench`
+//! starts its own `redis-server` on a free loopback port. Each client is a thread with its
+//! own connection doing full engine decisions (`pre` + `post`) on its own session, then the
+//! same on one shared session (maximum contention).
+
+use serde_json::json;
+use std::time::Instant;
+use toolbrake_core::{Call, Config, Engine, Outcome};
+use toolbrake_store::testing::{RedisCluster, RedisServer};
+use toolbrake_store::{update, RedisOptions, RedisStore};
+
+fn commands_processed(url: &str) -> u64 {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// One client's decisions on `session`, kept below the gates (a user message every 50).
+fn decide(store: &RedisStore, engine: &Engine, session: &str, c: usize, per_client: usize) {
+    for i in 0..per_client {
+        let args =
+            json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
+        let id = format!("{c}-{i}");
+        let _ = update(store, session, |st| {
+            engine.pre(
+                st,
+                &Call {
+                    session,
+                    id: &id,
+                    tool: "Bash",
+                    args: &args,
+                },
+            )
+        })
+        .unwrap();
+        if i % 50 == 49 {
+            let _ = update(store, session, |st| engine.user_message(st)).unwrap();
+        }
+    }
+}
+
+fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) -> (f64, f64) {
+    let engine = Engine::new(Config::default());
+    let before = commands_processed(&server.url());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for c in 0..clients {
+            let engine = &engine;
+            let url = server.url();
+            scope.spawn(move || {
+                let store = RedisStore::new(RedisOptions {
+                    url,
+                    ..RedisOptions::default()
+                })
+                .unwrap();
+                let session = if shared {
+                    "shared".to_string()
+                } else {
+                    format!("client-{c}")
+                };
+                decide(&store, engine, &session, c, per_client);
+            });
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let decisions = (clients * per_client) as f64;
+    let cmds = (commands_processed(&server.url()) - before) as f64;
+    (decisions / secs, cmds / decisions)
+}
+
+/// Decisions per second on `opts`' store: `clients` threads, each on its own session.
+fn rate(opts: &RedisOptions, clients: usize, per_client: usize) -> f64 {
+    let engine = Engine::new(Config::default());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for c in 0..clients {
+            let (engine, opts) = (&engine, opts.clone());
+            scope.spawn(move || {
+                let store = RedisStore::new(opts).unwrap();
+                decide(&store, engine, &format!("client-{c}"), c, per_client);
+            });
+        }
+    });
+    (clients * per_client) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let server = RedisServer::start();
+    let _ = Outcome::default();
+    println!("clients  session   decisions/s  redis commands/decision");
+    for clients in [1, 8, 32] {
+        for shared in [false, true] {
+            let (rate, cmds) = run(&server, clients, 2000, shared);
+            println!(
+                "{clients:>7}  {:<8} {rate:>12.0}  {cmds:>10.2}",
+                if shared { "shared" } else { "own" }
+            );
+        }
+    }
+    let cluster = RedisCluster::start(3);
+    let one = RedisOptions {
+        url: server.url(),
+        ..RedisOptions::default()
+    };
+    let many = RedisOptions {
+        url: cluster.urls()[0].clone(),
+        cluster: Some(cluster.urls()),
+        ..RedisOptions::default()
+    };
+    println!("\nclients  one server d/s  3-primary cluster d/s  ratio");
+    for clients in [1, 8] {
+        let a = rate(&one, clients, 2000);
+        let b = rate(&many, clients, 2000);
+        println!("{clients:>7}  {a:>14.0}  {b:>21.0}  {:>5.2}", b / a);
+    }
+}

@@ -1,0 +1,307 @@
+//! The Redis store against a real `redis-server` started on loopback by the test
+//! (Debian's `redis-server`; `scripts/test` installs it when missing).
+
+use serde_json::json;
+use std::time::Duration;
+use toolbrake_config::ConfigToml;
+use toolbrake_core::config::{no_env, Config};
+use toolbrake_core::{Call, Engine, Outcome, Verdict};
+use toolbrake_store::testing::{free_port, RedisServer};
+use toolbrake_store::{update, RedisOptions, RedisStore, Store};
+
+type Server = RedisServer;
+
+fn store(server: &Server, prefix: &str) -> RedisStore {
+    RedisStore::new(RedisOptions {
+        url: server.url(),
+        key_prefix: prefix.to_string(),
+        ..RedisOptions::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_engine_scenarios_hold_on_redis() {
+    let server = Server::start();
+    let s = store(&server, "t1:");
+    let engine =
+        Engine::new(Config::from_toml_str("[breaker]\non_limit = \"deny\"", &no_env).unwrap());
+    // The streak brake.
+    let args = json!({"q": "weather"});
+    let mut verdicts = Vec::new();
+    for i in 0..3 {
+        let id = i.to_string();
+        let d = update(&s, "s1", |st| {
+            engine.pre(
+                st,
+                &Call {
+                    session: "s1",
+                    id: &id,
+                    tool: "search",
+                    args: &args,
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        verdicts.push(d.verdict);
+    }
+    assert_eq!(verdicts, [Verdict::Allow, Verdict::Allow, Verdict::Deny]);
+    // The breaker's cosmetic loop, gated on the 12th call.
+    let mut last = Verdict::Allow;
+    for i in 0..12 {
+        let args = json!({"command": format!("curl -s --max-time {i} https://open-data.canada.ca/x"), "description": i.to_string()});
+        let id = format!("b{i}");
+        let d = update(&s, "s2", |st| {
+            engine.pre(
+                st,
+                &Call {
+                    session: "s2",
+                    id: &id,
+                    tool: "bash",
+                    args: &args,
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        if d.runs() {
+            update(&s, "s2", |st| engine.post(st, &id, &Outcome::success("ok")))
+                .unwrap()
+                .unwrap();
+        }
+        last = d.verdict;
+        if i < 11 {
+            assert!(d.runs(), "call {} ran", i + 1);
+        }
+    }
+    assert_eq!(last, Verdict::Deny);
+    // The key layout keeps each session on one Cluster slot.
+    let keys: Vec<String> = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap()
+        .keys("t1:*")
+        .unwrap();
+    let mut keys = keys;
+    keys.sort();
+    assert_eq!(keys, ["t1:{s1}", "t1:{s2}"]);
+    let listed: Vec<String> = s.list().unwrap().into_iter().map(|i| i.key).collect();
+    assert_eq!(listed, ["s1", "s2"]);
+    assert!(s.remove("s1").unwrap());
+    assert!(s.get("s1").unwrap().is_none());
+}
+
+use redis::Commands;
+
+#[test]
+fn eight_writers_times_a_thousand_decisions_lose_no_update() {
+    let server = Server::start();
+    let engine = Engine::new(
+        Config::from_toml_str(
+            "[streak]\nmax_repeats = 1000000\n[breaker]\nenabled = false",
+            &no_env,
+        )
+        .unwrap(),
+    );
+    let args = json!({"command": "echo same"});
+    std::thread::scope(|scope| {
+        for w in 0..8 {
+            let (server, engine, args) = (&server, &engine, &args);
+            scope.spawn(move || {
+                let s = store(server, "t2:");
+                for i in 0..1000 {
+                    let id = format!("w{w}-{i}");
+                    let d = update(&s, "shared", |st| {
+                        engine.pre(
+                            st,
+                            &Call {
+                                session: "shared",
+                                id: &id,
+                                tool: "Bash",
+                                args,
+                            },
+                        )
+                    })
+                    .unwrap()
+                    .unwrap();
+                    assert_eq!(d.verdict, Verdict::Allow);
+                }
+            });
+        }
+    });
+    let s = store(&server, "t2:");
+    assert_eq!(
+        s.get("shared").unwrap().unwrap().streak.count(),
+        8000,
+        "every decision counted exactly once"
+    );
+}
+
+#[test]
+fn a_redis_restart_is_survived_and_the_outage_is_a_clear_error() {
+    let server = Server::start();
+    let port = server.port;
+    let s = RedisStore::new(RedisOptions {
+        url: server.url(),
+        key_prefix: "t3:".into(),
+        connect_timeout: Duration::from_millis(300),
+        command_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&s, "s", |st| st.streak = Default::default()).unwrap();
+    drop(server); // killed
+    let e = s.update("s", &mut |_, _| ()).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("redis 127.0.0.1:{port}: ")), "{e}");
+    let e2 = s.get("s").unwrap_err().to_string();
+    assert!(e2.contains("redis 127.0.0.1"), "{e2}");
+    let _server = Server::start_on(port, &[]);
+    // Same store object, no restart of this process: it reconnects.
+    update(&s, "s", |st| st.streak = Default::default()).unwrap();
+    assert!(s.get("s").unwrap().is_some());
+}
+
+#[test]
+fn idle_sessions_expire_through_redis_ttls() {
+    let server = Server::start();
+    let s = RedisStore::new(RedisOptions {
+        url: server.url(),
+        key_prefix: "t4:".into(),
+        idle_ttl: Duration::from_millis(300),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&s, "s", |st| st.streak = Default::default()).unwrap();
+    assert!(s.get("s").unwrap().is_some());
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(s.get("s").unwrap().is_none(), "the key expired");
+}
+
+#[test]
+fn credentials_come_from_the_url_or_the_options_and_are_never_shown() {
+    let server = Server::start_on(free_port(), &["--requirepass", "s3cret-pw"]);
+    let port = server.port;
+    let with_url = RedisStore::new(RedisOptions {
+        url: format!("redis://:s3cret-pw@127.0.0.1:{port}"),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&with_url, "s", |_| ()).unwrap();
+    let with_env = RedisStore::new(RedisOptions {
+        url: server.url(),
+        password: Some("s3cret-pw".into()),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&with_env, "s", |_| ()).unwrap();
+    let wrong = RedisStore::new(RedisOptions {
+        url: format!("redis://:wrong-pw@127.0.0.1:{port}"),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    let e = wrong.update("s", &mut |_, _| ()).unwrap_err().to_string();
+    assert!(
+        !e.contains("wrong-pw") && !format!("{wrong:?}").contains("wrong-pw"),
+        "{e}"
+    );
+}
+
+/// Redis Cluster keeps a session on one slot: checked on a real server in cluster mode (a
+/// one-node cluster owning every slot, so the plain client needs no redirections).
+#[test]
+fn the_key_layout_keeps_a_session_on_one_cluster_slot() {
+    let dir = std::env::temp_dir().join(format!("lb-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("nodes.conf");
+    let server = Server::start_on(
+        free_port(),
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            conf.to_str().unwrap(),
+            "--dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut c)
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+        if info.contains("cluster_state:ok") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = store(&server, "toolbrake:");
+    let engine = Engine::new(Config::default());
+    for session in ["s1", "session-with-{braces}", "ünïcode"] {
+        let args = json!({});
+        let d = update(&s, session, |st| {
+            engine.pre(
+                st,
+                &Call {
+                    session,
+                    id: "1",
+                    tool: "t",
+                    args: &args,
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(d.verdict, Verdict::Allow);
+        let key = format!("toolbrake:{{{session}}}");
+        let exists: bool = c.exists(&key).unwrap();
+        assert!(exists, "{key}");
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(&key)
+            .query(&mut c)
+            .unwrap();
+        let tag = session.split('}').next().unwrap();
+        let tag_slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(tag)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(slot, tag_slot, "{key} hashes by its session");
+    }
+}
+
+/// A store failure keeps what caused it: the Redis client's error is the `source()`, and
+/// the message names the store, never the URL's credentials.
+#[test]
+fn a_store_failure_keeps_its_cause() {
+    let port = free_port();
+    let s = RedisStore::new(RedisOptions {
+        url: format!("redis://bob:s3cret@127.0.0.1:{port}"),
+        connect_timeout: Duration::from_millis(200),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    let e = s.get("x").unwrap_err();
+    let cause = std::error::Error::source(&e).expect("a source");
+    assert!(
+        cause.downcast_ref::<redis::RedisError>().is_some(),
+        "{cause:?}"
+    );
+    let shown = e.to_string();
+    assert!(
+        shown.starts_with(&format!("redis 127.0.0.1:{port}: cannot connect")),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cret"));
+}

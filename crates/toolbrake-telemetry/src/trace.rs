@@ -1,0 +1,805 @@
+//! OpenTelemetry spans of every decision, exported over OTLP/HTTP (protobuf): an
+//! [`Observer`] of the session service ([`TraceObserver`]) and its configuration (the
+//! standard `OTEL_*` environment, or the `[telemetry]` table of `toolbrake.toml`).
+//!
+//! Off unless an endpoint is configured: without one no exporter is built, no thread is
+//! started and nothing touches the network ([`Tracing::resolve`] returns `None`).
+//!
+//! A judged call is a span named `execute_tool {tool}` (the GenAI semantic conventions for
+//! tool execution), kind INTERNAL, with `gen_ai.operation.name = execute_tool`,
+//! `gen_ai.tool.name`, `gen_ai.tool.call.id` and toolbrake's attributes (`toolbrake.*`: the
+//! verdict, the engine, the nearest gate's track, fingerprint kind, count and limit; the
+//! session only as a hash). Asks, answers and outcomes are events on it. Never an argument
+//! value, a preview or an output, unless `record_arguments = true`, and then the canonical
+//! arguments redacted and cut. A denial is a successful judgement (status unset); a tool
+//! that failed sets the status to error with `error.type` = the failure's reason.
+//!
+//! Where a span starts and ends ([`Mode`]): in a long-running process (`serve`, `mcp`) it
+//! covers the call from its judgement to its recorded outcome (open spans are kept in a
+//! bounded map, ended when evicted); in a hook (one process per event) the judgement span
+//! ends in the pre hook, and the post hook's outcome is a short child span of it: both
+//! processes derive the judgement span's id from the session and the call id (and the
+//! trace id too when the host sent no `traceparent`), so the two meet in one trace.
+
+use opentelemetry::trace::{
+    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
+use opentelemetry_sdk::Resource;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+use toolbrake_config::show;
+use toolbrake_core::config::{unknown_key, ConfigError};
+use toolbrake_core::engine::{Decision, Verdict};
+use toolbrake_core::redact::redact_cut;
+use toolbrake_core::{Outcome, PostDecision};
+use toolbrake_session::{Observed, ObservedKind, Observer};
+
+/// The `[telemetry]` table of `toolbrake.toml`. The standard environment wins over it, key
+/// by key ([`Tracing::resolve`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TelemetrySettings {
+    /// The OTLP/HTTP base URL (`http://collector:4318`); `/v1/traces` is appended, as for
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`. `None`: no traces (unless the environment sets one).
+    pub endpoint: Option<String>,
+    /// `service.name` of toolbrake's spans (default `toolbrake`).
+    pub service_name: Option<String>,
+    /// Headers sent with every export (an API key of a hosted backend). Never shown.
+    pub headers: BTreeMap<String, String>,
+    /// Record the call's arguments (`gen_ai.tool.call.arguments`): the canonical JSON,
+    /// redacted and cut to [`MAX_ARGUMENT_CHARS`]. Off by default.
+    pub record_arguments: bool,
+}
+
+const KEYS: &[&str] = &["endpoint", "service_name", "headers", "record_arguments"];
+
+/// Characters of the redacted arguments a span keeps with `record_arguments = true`.
+pub const MAX_ARGUMENT_CHARS: usize = 2048;
+
+fn err(key: &str, v: &toml::Value, rule: impl Into<String>) -> ConfigError {
+    ConfigError::new(format!("telemetry.{key}"), show(v), rule)
+}
+
+/// Whether `endpoint` is an absolute `http`/`https` URL with a host and no credentials.
+fn endpoint_ok(endpoint: &str) -> bool {
+    url::Url::parse(endpoint).is_ok_and(|u| {
+        matches!(u.scheme(), "http" | "https")
+            && u.host_str().is_some_and(|h| !h.is_empty())
+            && u.username().is_empty()
+            && u.password().is_none()
+    })
+}
+
+/// Whether `name` is an HTTP header name (an RFC 9110 token).
+fn header_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Reads and validates the `[telemetry]` table (absent: the defaults, traces off).
+pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, ConfigError> {
+    let mut s = TelemetrySettings::default();
+    let Some(v) = v else { return Ok(s) };
+    let t = v
+        .as_table()
+        .ok_or_else(|| ConfigError::new("telemetry", show(v), "must be a table"))?;
+    for (k, val) in t {
+        match k.as_str() {
+            "endpoint" => {
+                let e = val.as_str().filter(|e| endpoint_ok(e)).ok_or_else(|| {
+                    err(
+                        k,
+                        val,
+                        "must be an http:// or https:// URL with a host and no user or password, such as \"http://127.0.0.1:4318\" (credentials go in `headers`)",
+                    )
+                })?;
+                s.endpoint = Some(e.to_string());
+            }
+            "service_name" => {
+                let n = val
+                    .as_str()
+                    .filter(|n| {
+                        !n.trim().is_empty() && n.chars().count() <= 255 && !n.contains('\0')
+                    })
+                    .ok_or_else(|| {
+                        err(
+                            k,
+                            val,
+                            "must be a non-empty string of at most 255 characters",
+                        )
+                    })?;
+                s.service_name = Some(n.to_string());
+            }
+            "headers" => {
+                let h = val.as_table().ok_or_else(|| {
+                    err(
+                        k,
+                        val,
+                        "must be a table of header names to string values, such as { authorization = \"Bearer …\" }",
+                    )
+                })?;
+                for (name, value) in h {
+                    let key = format!("telemetry.headers.{name}");
+                    if !header_name_ok(name) {
+                        return Err(ConfigError::new(
+                            key,
+                            "(hidden)",
+                            "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)",
+                        ));
+                    }
+                    // The value is never quoted: it is usually a credential.
+                    let value = value
+                        .as_str()
+                        .filter(|x| {
+                            x.len() <= 8192
+                                && x.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+                        })
+                        .ok_or_else(|| {
+                            ConfigError::new(
+                                key,
+                                "(hidden)",
+                                "must be a string of printable ASCII, at most 8192 bytes",
+                            )
+                        })?;
+                    s.headers
+                        .insert(name.to_ascii_lowercase(), value.to_string());
+                }
+            }
+            "record_arguments" => {
+                s.record_arguments = val
+                    .as_bool()
+                    .ok_or_else(|| err(k, val, "must be a boolean (true or false)"))?
+            }
+            _ => return Err(unknown_key("telemetry", k, KEYS)),
+        }
+    }
+    Ok(s)
+}
+
+impl TelemetrySettings {
+    /// The table as `toolbrake.toml` text; header values are shown as `hidden`.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::from("[telemetry]\n");
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        if let Some(e) = &self.endpoint {
+            out.push_str(&format!("endpoint = {}\n", q(e)));
+        }
+        if let Some(n) = &self.service_name {
+            out.push_str(&format!("service_name = {}\n", q(n)));
+        }
+        if !self.headers.is_empty() {
+            let shown: Vec<String> = self
+                .headers
+                .keys()
+                .map(|k| {
+                    let bare = k
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                    let k = if bare { k.clone() } else { q(k) };
+                    format!("{k} = \"hidden\"")
+                })
+                .collect();
+            out.push_str(&format!("headers = {{ {} }}\n", shown.join(", ")));
+        }
+        out.push_str(&format!("record_arguments = {}\n", self.record_arguments));
+        out
+    }
+}
+
+/// Where spans begin and end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A long-running process (`serve`, `mcp`): a span covers its call from judgement to
+    /// outcome.
+    Process,
+    /// One process per event (hooks): the judgement span ends at once; the outcome is its
+    /// own short child span, found by the ids both processes derive.
+    Event,
+}
+
+/// Tracing, resolved from the environment and the `[telemetry]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracing {
+    /// Where spans are posted (the full URL, `/v1/traces` included).
+    pub traces_endpoint: String,
+    /// `service.name`.
+    pub service_name: String,
+    /// Headers from the table (the crate adds `OTEL_EXPORTER_OTLP_HEADERS` and
+    /// `OTEL_EXPORTER_OTLP_TRACES_HEADERS` over them).
+    pub headers: BTreeMap<String, String>,
+    /// Record the redacted arguments.
+    pub record_arguments: bool,
+}
+
+fn set(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    env(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+fn with_traces_path(base: &str) -> String {
+    format!("{}/v1/traces", base.trim_end_matches('/'))
+}
+
+impl Tracing {
+    /// What to trace with, or `None` when traces are off: `OTEL_SDK_DISABLED=true`,
+    /// `OTEL_TRACES_EXPORTER=none`, or no endpoint anywhere. The environment wins over the
+    /// table: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as it is), then
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` appended), then the table's `endpoint`
+    /// (appended too); `OTEL_SERVICE_NAME`, then `service_name`, then `toolbrake`.
+    pub fn resolve(
+        table: &TelemetrySettings,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Tracing> {
+        if set(env, "OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        if set(env, "OTEL_TRACES_EXPORTER")
+            .is_some_and(|v| v.split(',').all(|e| e.trim().eq_ignore_ascii_case("none")))
+        {
+            return None;
+        }
+        let traces_endpoint = set(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| set(env, "OTEL_EXPORTER_OTLP_ENDPOINT").map(|e| with_traces_path(&e)))
+            .or_else(|| table.endpoint.as_deref().map(with_traces_path))?;
+        Some(Tracing {
+            traces_endpoint,
+            service_name: set(env, "OTEL_SERVICE_NAME")
+                .or_else(|| table.service_name.clone())
+                .unwrap_or_else(|| "toolbrake".into()),
+            headers: table.headers.clone(),
+            record_arguments: table.record_arguments,
+        })
+    }
+}
+
+/// Open spans a long-running process keeps (the oldest is ended when a new one needs room).
+pub const MAX_OPEN_SPANS: usize = 4096;
+
+/// Characters of a tool name kept in a span's name and attribute.
+const MAX_TOOL_CHARS: usize = 128;
+
+/// Characters of an error or failure description kept in a span's status.
+const MAX_STATUS_CHARS: usize = 256;
+
+#[derive(Default)]
+struct Open {
+    spans: HashMap<(String, String), (u64, Span)>,
+    order: VecDeque<((String, String), u64)>,
+    next: u64,
+}
+
+/// An [`Observer`] that makes an OpenTelemetry span of every judged call and exports it
+/// over OTLP/HTTP from the SDK's batch thread (no async runtime needed).
+pub struct TraceObserver {
+    provider: SdkTracerProvider,
+    tracer: SdkTracer,
+    mode: Mode,
+    record_arguments: bool,
+    open: Mutex<Open>,
+}
+
+impl std::fmt::Debug for TraceObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceObserver")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TraceObserver {
+    /// Builds the exporter and the SDK's batch processor (a thread). `export_timeout`
+    /// bounds one export request (hooks: short). An error names what is wrong (a bad
+    /// endpoint), never a header value.
+    pub fn new(tracing: &Tracing, mode: Mode, export_timeout: Duration) -> Result<Self, String> {
+        let headers: HashMap<String, String> = tracing.headers.clone().into_iter().collect();
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(tracing.traces_endpoint.clone())
+            .with_timeout(export_timeout)
+            .with_headers(headers)
+            .build()
+            .map_err(|e| format!("cannot export traces to {}: {e}", tracing.traces_endpoint))?;
+        let resource = Resource::builder()
+            .with_service_name(tracing.service_name.clone())
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("toolbrake");
+        Ok(TraceObserver {
+            provider,
+            tracer,
+            mode,
+            record_arguments: tracing.record_arguments,
+            open: Mutex::new(Open::default()),
+        })
+    }
+
+    /// Ends the spans still open (marked `toolbrake.span.unfinished`) and exports what is
+    /// left, waiting at most `deadline`; what is not sent by then is dropped.
+    pub fn shutdown(&self, deadline: Duration) {
+        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, (_, mut span)) in open.spans {
+            span.set_attribute(KeyValue::new("toolbrake.span.unfinished", true));
+            span.end();
+        }
+        let _ = self.provider.shutdown_with_timeout(deadline);
+    }
+
+    fn judged(&self, ev: &Observed<'_>, call: &toolbrake_core::Call<'_>, decision: &Decision) {
+        let now = SystemTime::now();
+        let start = now.checked_sub(ev.elapsed).unwrap_or(now);
+        let tool: String = call.tool.chars().take(MAX_TOOL_CHARS).collect();
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool.clone()),
+            KeyValue::new("gen_ai.tool.call.id", call.id.to_string()),
+            KeyValue::new("toolbrake.session.hash", session_hash(ev.session)),
+        ];
+        attrs.extend(decision_attributes(decision));
+        if self.record_arguments {
+            if let Ok(json) = toolbrake_core::canonical::canonical_json(call.args) {
+                attrs.push(KeyValue::new(
+                    "gen_ai.tool.call.arguments",
+                    redact_cut(&json, MAX_ARGUMENT_CHARS),
+                ));
+            }
+        }
+        let host = parse_traceparent(ev.traceparent);
+        let mut builder = self
+            .tracer
+            .span_builder(format!("execute_tool {tool}"))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(start)
+            .with_attributes(attrs);
+        if self.mode == Mode::Event {
+            let trace = host
+                .as_ref()
+                .map(|h| h.trace_id())
+                .unwrap_or_else(|| derived_trace_id(ev.session, call.id));
+            builder = builder
+                .with_trace_id(trace)
+                .with_span_id(derived_span_id(trace, ev.session, call.id));
+        }
+        let parent = host.map_or_else(Context::new, |h| Context::new().with_remote_span_context(h));
+        let mut span = builder.start_with_context(&self.tracer, &parent);
+        if decision.verdict == Verdict::Ask {
+            span.add_event(
+                "toolbrake.ask",
+                decision
+                    .engine
+                    .map(|e| vec![KeyValue::new("toolbrake.engine", e)])
+                    .unwrap_or_default(),
+            );
+        }
+        if decision.verdict == Verdict::Deny || self.mode == Mode::Event {
+            span.end_with_timestamp(now);
+            return;
+        }
+        self.keep(ev.session, call.id, span);
+    }
+
+    /// Keeps a span open until its call's outcome, ending the oldest when full.
+    fn keep(&self, session: &str, call_id: &str, span: Span) {
+        let key = (session.to_string(), call_id.to_string());
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = open.next;
+        open.next += 1;
+        if let Some((_, mut old)) = open.spans.insert(key.clone(), (seq, span)) {
+            old.set_attribute(KeyValue::new("toolbrake.span.unfinished", true));
+            old.end();
+        }
+        open.order.push_back((key, seq));
+        while open.spans.len() > MAX_OPEN_SPANS {
+            let Some((k, s)) = open.order.pop_front() else {
+                break;
+            };
+            if open.spans.get(&k).is_some_and(|(seq, _)| *seq == s) {
+                if let Some((_, mut span)) = open.spans.remove(&k) {
+                    span.set_attribute(KeyValue::new("toolbrake.span.evicted", true));
+                    span.end();
+                }
+            }
+        }
+        // Entries of spans already ended (or replaced) are dropped from the front.
+        while let Some((k, s)) = open.order.front() {
+            if open.spans.get(k).is_some_and(|(seq, _)| seq == s) {
+                break;
+            }
+            open.order.pop_front();
+        }
+    }
+
+    fn take(&self, session: &str, call_id: &str) -> Option<Span> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.spans
+            .remove(&(session.to_string(), call_id.to_string()))
+            .map(|(_, s)| s)
+    }
+
+    fn put_back(&self, session: &str, call_id: &str, span: Span) {
+        self.keep(session, call_id, span);
+    }
+
+    /// A short span of its own for an event whose judgement span is not open here (a
+    /// hook's post, or a span evicted): a child of the judgement span in hook mode, else
+    /// of the host's trace.
+    fn detached(&self, ev: &Observed<'_>, name: &'static str, call_id: &str) -> Span {
+        let now = SystemTime::now();
+        let host = parse_traceparent(ev.traceparent);
+        let parent = match self.mode {
+            Mode::Event => {
+                let trace = host
+                    .as_ref()
+                    .map(|h| h.trace_id())
+                    .unwrap_or_else(|| derived_trace_id(ev.session, call_id));
+                let flags = host
+                    .as_ref()
+                    .map(|h| h.trace_flags())
+                    .unwrap_or(TraceFlags::SAMPLED);
+                Some(SpanContext::new(
+                    trace,
+                    derived_span_id(trace, ev.session, call_id),
+                    flags,
+                    true,
+                    TraceState::default(),
+                ))
+            }
+            Mode::Process => host,
+        };
+        let parent =
+            parent.map_or_else(Context::new, |p| Context::new().with_remote_span_context(p));
+        self.tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_start_time(now.checked_sub(ev.elapsed).unwrap_or(now))
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+                KeyValue::new("toolbrake.session.hash", session_hash(ev.session)),
+            ])
+            .start_with_context(&self.tracer, &parent)
+    }
+
+    fn answered(&self, ev: &Observed<'_>, call_id: &str, approved: bool, decision: &Decision) {
+        let mut span = self
+            .take(ev.session, call_id)
+            .unwrap_or_else(|| self.detached(ev, "toolbrake.answer", call_id));
+        span.add_event(
+            "toolbrake.answer",
+            vec![
+                KeyValue::new("toolbrake.approved", approved),
+                KeyValue::new("toolbrake.verdict", decision.verdict.as_str()),
+            ],
+        );
+        if decision.runs() && self.mode == Mode::Process {
+            self.put_back(ev.session, call_id, span);
+        } else {
+            span.end();
+        }
+    }
+
+    fn recorded(&self, ev: &Observed<'_>, call_id: &str, outcome: &Outcome, post: &PostDecision) {
+        let open = self.take(ev.session, call_id);
+        if open.is_none() && post.ignored.is_some() {
+            // A denied call's result: its span ended at the denial.
+            return;
+        }
+        let mut span = open.unwrap_or_else(|| self.detached(ev, "toolbrake.outcome", call_id));
+        let (result, failure) = if outcome.is_aborted() {
+            ("aborted", None)
+        } else if let Some(f) = &post.failure {
+            ("failed", Some(f))
+        } else {
+            ("ok", None)
+        };
+        let mut attrs = vec![KeyValue::new("toolbrake.outcome", result)];
+        if let Some(f) = failure {
+            attrs.push(KeyValue::new("toolbrake.failure.reason", f.reason.as_str()));
+            span.set_attribute(KeyValue::new("error.type", f.reason.as_str()));
+            span.set_status(Status::error(redact_cut(&f.to_string(), MAX_STATUS_CHARS)));
+        }
+        if let Some(a) = post.advisories.first() {
+            attrs.push(KeyValue::new("toolbrake.advisory.stage", stage_name(a)));
+        }
+        span.add_event("toolbrake.outcome", attrs);
+        span.end();
+    }
+
+    fn settled(&self, ev: &Observed<'_>, settled: &[toolbrake_core::Settled]) {
+        for s in settled {
+            if let Some(mut span) = self.take(ev.session, &s.id) {
+                span.add_event(
+                    "toolbrake.answer",
+                    vec![
+                        KeyValue::new("toolbrake.approved", false),
+                        KeyValue::new("toolbrake.verdict", s.verdict.as_str()),
+                        KeyValue::new("toolbrake.settled", true),
+                    ],
+                );
+                span.end();
+            }
+        }
+    }
+
+    /// A short error span for what toolbrake itself could not do.
+    fn trouble(&self, ev: &Observed<'_>, name: String, attrs: Vec<KeyValue>, text: &str) {
+        let host = parse_traceparent(ev.traceparent);
+        let parent = host.map_or_else(Context::new, |h| Context::new().with_remote_span_context(h));
+        let now = SystemTime::now();
+        let mut span = self
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_start_time(now.checked_sub(ev.elapsed).unwrap_or(now))
+            .with_attributes(attrs)
+            .start_with_context(&self.tracer, &parent);
+        span.set_status(Status::error(redact_cut(text, MAX_STATUS_CHARS)));
+        span.end();
+    }
+}
+
+impl Observer for TraceObserver {
+    fn observe(&self, ev: &Observed<'_>) {
+        match &ev.kind {
+            ObservedKind::Judged { call, decision } => self.judged(ev, call, decision),
+            ObservedKind::Answered {
+                call_id,
+                approved,
+                decision,
+            } => self.answered(ev, call_id, *approved, decision),
+            ObservedKind::Recorded {
+                call_id,
+                outcome,
+                post,
+            } => self.recorded(ev, call_id, outcome, post),
+            ObservedKind::Settled { settled } => self.settled(ev, settled),
+            ObservedKind::Failed { operation, error } => {
+                let kind = match error {
+                    toolbrake_session::SessionError::Store(_) => "store",
+                    toolbrake_session::SessionError::Engine(_) => "engine",
+                };
+                self.trouble(
+                    ev,
+                    format!("toolbrake {operation}"),
+                    vec![
+                        KeyValue::new("toolbrake.operation", *operation),
+                        KeyValue::new("error.type", kind),
+                    ],
+                    &error.to_string(),
+                );
+            }
+            ObservedKind::Unjudged { unjudged } => self.trouble(
+                ev,
+                "toolbrake unjudged".into(),
+                vec![
+                    KeyValue::new("toolbrake.unjudged.refused", unjudged.refuse),
+                    KeyValue::new("error.type", "unjudged"),
+                ],
+                &unjudged.note,
+            ),
+        }
+    }
+}
+
+/// The first 16 hex characters of the session key's SHA-256: correlates a session's spans
+/// without showing its key.
+fn session_hash(session: &str) -> String {
+    hex::encode(&Sha256::digest(session.as_bytes())[..8])
+}
+
+fn digest(parts: &[&[u8]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// The trace of a call whose host sent no `traceparent`, the same in every process.
+fn derived_trace_id(session: &str, call_id: &str) -> TraceId {
+    let d = digest(&[b"toolbrake trace", session.as_bytes(), call_id.as_bytes()]);
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    b[15] |= 1; // never the invalid all-zero id
+    TraceId::from_bytes(b)
+}
+
+/// The judgement span's id of a call in a trace, the same in every process.
+fn derived_span_id(trace: TraceId, session: &str, call_id: &str) -> SpanId {
+    let d = digest(&[
+        b"toolbrake span",
+        &trace.to_bytes(),
+        session.as_bytes(),
+        call_id.as_bytes(),
+    ]);
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    b[7] |= 1;
+    SpanId::from_bytes(b)
+}
+
+/// A W3C `traceparent` as the remote parent, or `None` when absent or invalid (the W3C
+/// rule: an invalid header is ignored and a new trace starts).
+pub fn parse_traceparent(tp: Option<&str>) -> Option<SpanContext> {
+    let tp = tp?.trim();
+    let mut parts = tp.split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex_lower = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if !hex_lower(version, 2)
+        || version == "ff"
+        || !hex_lower(trace, 32)
+        || !hex_lower(span, 16)
+        || !hex_lower(flags, 2)
+    {
+        return None;
+    }
+    // Version 00 has exactly four fields; a later version may append more.
+    if version == "00" && parts.next().is_some() {
+        return None;
+    }
+    let trace_id = TraceId::from_hex(trace).ok()?;
+    let span_id = SpanId::from_hex(span).ok()?;
+    if trace_id == TraceId::INVALID || span_id == SpanId::INVALID {
+        return None;
+    }
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    Some(SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::new(flags) & TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    ))
+}
+
+fn stage_name(a: &toolbrake_core::breaker::Advisory) -> &'static str {
+    match a.stage {
+        toolbrake_core::breaker::Stage::Warn => "warn",
+        toolbrake_core::breaker::Stage::Summarize => "summarize",
+        toolbrake_core::breaker::Stage::Failure => "failure",
+        toolbrake_core::breaker::Stage::Struggle => "struggle",
+    }
+}
+
+/// The verdict, the engine, and the gate nearest to closing ([`crate::nearest_gate`]).
+fn decision_attributes(d: &Decision) -> Vec<KeyValue> {
+    let mut attrs = vec![KeyValue::new("toolbrake.verdict", d.verdict.as_str())];
+    if let Some(e) = d.engine {
+        attrs.push(KeyValue::new("toolbrake.engine", e));
+    }
+    if let Some(c) = d.code {
+        attrs.push(KeyValue::new("toolbrake.code", c));
+    }
+    if let Some(g) = crate::nearest_gate(d) {
+        attrs.push(KeyValue::new("toolbrake.track", g.track));
+        if let Some(k) = g.kind {
+            attrs.push(KeyValue::new("toolbrake.fingerprint.kind", k.as_str()));
+        }
+        attrs.push(KeyValue::new("toolbrake.gate.count", i64::from(g.count)));
+        if let Some(limit) = g.limit {
+            attrs.push(KeyValue::new("toolbrake.gate.limit", i64::from(limit)));
+        }
+    }
+    if let Some(a) = d.advisories.first() {
+        attrs.push(KeyValue::new("toolbrake.advisory.stage", stage_name(a)));
+    }
+    attrs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn traces_are_off_without_an_endpoint_and_the_environment_wins() {
+        let none = TelemetrySettings::default();
+        assert_eq!(Tracing::resolve(&none, &env(&[])), None);
+        let table = telemetry_table(Some(
+            &toml::toml! {
+                endpoint = "http://table:4318/"
+                service_name = "from-table"
+            }
+            .into(),
+        ))
+        .unwrap();
+        let t = Tracing::resolve(&table, &env(&[])).unwrap();
+        assert_eq!(t.traces_endpoint, "http://table:4318/v1/traces");
+        assert_eq!(t.service_name, "from-table");
+        let e = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
+            ("OTEL_SERVICE_NAME", "from-env"),
+        ];
+        let t = Tracing::resolve(&table, &env(&e)).unwrap();
+        assert_eq!(t.traces_endpoint, "http://env:4318/v1/traces");
+        assert_eq!(t.service_name, "from-env");
+        let e = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces/x"),
+        ];
+        assert_eq!(
+            Tracing::resolve(&table, &env(&e)).unwrap().traces_endpoint,
+            "http://traces/x"
+        );
+        for off in [
+            ("OTEL_SDK_DISABLED", "TRUE"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ] {
+            assert_eq!(Tracing::resolve(&table, &env(&[off])), None, "{off:?}");
+        }
+    }
+
+    #[test]
+    fn the_table_is_validated_and_never_shows_a_header_value() {
+        let bad = |t: toml::Table| telemetry_table(Some(&t.into())).unwrap_err();
+        let e = bad(toml::toml! { endpoint = "ftp://x" });
+        assert_eq!(e.key, "telemetry.endpoint");
+        let e = bad(toml::toml! { endpoint = "https://user:pw@x" });
+        assert!(!e.to_string().is_empty());
+        let e = bad(toml::toml! { record_arguments = "yes" });
+        assert_eq!(e.key, "telemetry.record_arguments");
+        let e = bad(toml::toml! { endpont = "http://x" });
+        assert!(e.to_string().contains("endpoint"), "{e}");
+        let e = bad(toml::toml! { headers = { authorization = "Bearer sk-secret\n" } });
+        assert_eq!(e.key, "telemetry.headers.authorization");
+        assert!(!e.to_string().contains("sk-secret"), "{e}");
+        let ok = telemetry_table(Some(
+            &toml::toml! { headers = { Authorization = "Bearer sk-secret" } }.into(),
+        ))
+        .unwrap();
+        assert!(!ok.to_toml().contains("sk-secret"));
+        assert!(ok.to_toml().contains("authorization = \"hidden\""));
+    }
+
+    #[test]
+    fn an_invalid_traceparent_is_ignored() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let sc = parse_traceparent(Some(good)).unwrap();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(sc.is_sampled() && sc.is_remote());
+        for bad in [
+            "",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+        ] {
+            assert!(parse_traceparent(Some(bad)).is_none(), "{bad}");
+        }
+        assert!(parse_traceparent(Some(
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later"
+        ))
+        .is_some());
+    }
+}

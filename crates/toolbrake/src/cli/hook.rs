@@ -1,0 +1,681 @@
+//! `toolbrake hook DIALECT [EVENT]`, and `toolbrake init`: the hooks into the hosts'
+//! settings (Cline's hook files), and toolbrake's plugin (the Node package) into opencode's and
+//! Kilo Code's configuration.
+
+use super::CliError;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use toolbrake::settings::{self, process_env, StoreKind};
+use toolbrake::Engine;
+use toolbrake_hooks::{
+    handle_event, handle_unreadable_event, init as hooks_init, Context, Dialect, PayloadError,
+    Unavailable, MAX_PAYLOAD,
+};
+
+use super::traces::Traces;
+use toolbrake::settings::TelemetrySettings;
+use toolbrake_telemetry::trace::Mode;
+
+/// What a hook waits, at most, for its spans to be exported before it exits.
+const TRACE_DEADLINE: Duration = Duration::from_millis(200);
+
+/// Appends warnings to the hook log (owner-only), next to the state file.
+fn log(path: &Path, dialect: Dialect, warnings: &[String]) {
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    if let Ok(mut f) = opts.open(path) {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        for w in warnings {
+            let _ = writeln!(f, "{now} hook {}: {w}", dialect.as_str());
+        }
+    }
+}
+
+/// Runs one hook invocation. Always exits 0: a hook must never break the host.
+pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> ExitCode {
+    let mut input = Vec::new();
+    let read = std::io::stdin()
+        .take(MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut input);
+    let early = match read {
+        Err(e) => Some(PayloadError::Unreadable(e)),
+        Ok(_) if input.len() > MAX_PAYLOAD => Some(PayloadError::TooLarge),
+        Ok(_) => None,
+    };
+    let loaded = settings::load(config);
+    let (engine, store_settings, telemetry, cfg_error) = match loaded {
+        Ok(s) => (Engine::new(s.engine), s.store, s.telemetry, None),
+        Err(e) => (
+            Engine::default(),
+            settings::store_settings_of_broken(config),
+            TelemetrySettings::default(),
+            Some(e),
+        ),
+    };
+    let log_path = store_settings
+        .sqlite_path(&process_env)
+        .parent()
+        .map(|d| d.join("hook.log"))
+        .unwrap_or_else(|| PathBuf::from("hook.log"));
+    let cfg_message = cfg_error.as_ref().map(|e| e.to_string());
+    let store = match (cfg_error, &early) {
+        (Some(e), _) => Err(Unavailable::Configuration(Box::new(e))),
+        (None, Some(_)) => Err(Unavailable::PayloadUnread),
+        (None, None) => store_settings
+            .open(StoreKind::Sqlite, &process_env)
+            .map_err(Unavailable::Store),
+    };
+    // Traces only when configured (a broken file: the environment alone). The export
+    // gets 200 ms in all, after the answer is printed.
+    let (traces, trace_problem) =
+        Traces::start(&telemetry, Mode::Event, TRACE_DEADLINE, TRACE_DEADLINE);
+    let observer = traces.observer(None);
+    // The OTel environment carrier: the agent's trace, when the host runs hooks in it.
+    let traceparent = std::env::var("TRACEPARENT").ok();
+    let ctx = Context {
+        engine: &engine,
+        store: store.as_ref().map(|s| s.as_ref()),
+        fail_closed: store_settings.fail_closed,
+        observer: observer.as_deref(),
+        traceparent: traceparent.as_deref(),
+    };
+    let reply = match early {
+        Some(reason) => handle_unreadable_event(dialect, event, reason, &ctx),
+        None => handle_event(dialect, event, &input, &ctx),
+    };
+    let mut stdout_text = reply.stdout.clone();
+    if let Some(e) = &cfg_message {
+        let session = serde_json::from_slice::<serde_json::Value>(&input)
+            .ok()
+            .and_then(|v| {
+                ["session_id", "sessionId", "conversation_id", "taskId"]
+                    .iter()
+                    .find_map(|k| v.get(*k).and_then(|s| s.as_str()))
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        if first_warning(&log_path, &session, e) {
+            stdout_text = Some(with_system_message(
+                stdout_text.as_deref(),
+                &config_message(e, store_settings.fail_closed),
+            ));
+        }
+    }
+    if let Some(out) = &stdout_text {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{out}");
+        let _ = stdout.flush();
+    }
+    let mut warnings = reply.warnings;
+    warnings.extend(trace_problem);
+    if !warnings.is_empty() {
+        for w in &warnings {
+            warn!("toolbrake: {w}");
+        }
+        log(&log_path, dialect, &warnings);
+    }
+    // The spans are exported (within TRACE_DEADLINE) after the answer is out.
+    drop(traces);
+    ExitCode::SUCCESS
+}
+
+/// What the user reads when the configuration is broken: the host shows it once per
+/// session (Claude Code, Codex and Gemini CLI all show a hook's `systemMessage`).
+fn config_message(error: &str, fail_closed: bool) -> String {
+    let effect = if fail_closed {
+        "tool calls are refused until it is fixed ([store] fail_closed = true)"
+    } else {
+        "tool calls run unchecked until it is fixed"
+    };
+    format!("toolbrake is not checking tool calls: its configuration is invalid. {error} Run `toolbrake config check` after fixing it; {effect}.")
+}
+
+/// Adds `systemMessage` to the hook's JSON answer (or makes one).
+fn with_system_message(out: Option<&str>, message: &str) -> String {
+    let mut v = out
+        .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    v["systemMessage"] = serde_json::Value::String(message.to_string());
+    v.to_string()
+}
+
+/// Whether this session has not been told about this configuration error yet; records
+/// that it now has (a short owner-only file beside the hook log, last 256 entries).
+fn first_warning(log_path: &Path, session: &str, error: &str) -> bool {
+    let Some(dir) = log_path.parent() else {
+        return true;
+    };
+    let file = dir.join("config-warnings");
+    let entry = format!(
+        "{:016x}",
+        toolbrake::breaker::FpId::of(&format!("{session}\n{error}")).0
+    );
+    let existing = std::fs::read_to_string(&file).unwrap_or_default();
+    if existing.lines().any(|l| l == entry) {
+        return false;
+    }
+    let mut lines: Vec<&str> = existing.lines().collect();
+    lines.push(&entry);
+    let keep = &lines[lines.len().saturating_sub(256)..];
+    let _ = std::fs::create_dir_all(dir);
+    let _ = toolbrake::files::replace_own(&file, (keep.join("\n") + "\n").as_bytes(), Some(0o600));
+    true
+}
+
+fn home() -> Result<PathBuf, CliError> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| "HOME is not set; use --project or set HOME".into())
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The host's name, as its users know it.
+fn host_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Claude => "Claude Code",
+        Dialect::Codex => "Codex",
+        Dialect::Gemini => "Gemini CLI",
+        Dialect::Copilot => "GitHub Copilot CLI",
+        Dialect::Qwen => "Qwen Code",
+        Dialect::Cursor => "Cursor",
+        Dialect::Cline => "Cline",
+        Dialect::Factory => "Factory Droid",
+    }
+}
+
+/// Which settings file `init` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The user's settings.
+    User,
+    /// The project's shared (committed) settings.
+    Project,
+    /// The project's personal settings (Claude Code's `settings.local.json`).
+    Local,
+}
+
+/// The project a `--project` or `--local` install is for, found as the host finds it: the
+/// nearest folder, from the working one up, holding the host's own folder (`.claude`,
+/// `.codex`, `.gemini`; the user's, in the home folder, does not count) or a git
+/// repository's root; else the working folder. Absolute.
+fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
+    let own = match dialect {
+        Dialect::Claude => ".claude",
+        Dialect::Codex => ".codex",
+        Dialect::Gemini => ".gemini",
+        Dialect::Copilot => ".github",
+        Dialect::Qwen => ".qwen",
+        Dialect::Cursor => ".cursor",
+        Dialect::Cline => ".clinerules",
+        Dialect::Factory => ".factory",
+    };
+    Ok(project_root_marked(&cwd, |d| d.join(own).is_dir()))
+}
+
+/// The nearest folder from `cwd` up that is a git repository's root or that `marked`
+/// (the host's own folder or file; one in the home folder does not count: that is the
+/// user's), else `cwd`.
+fn project_root_marked(cwd: &Path, marked: impl Fn(&Path) -> bool) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    let found = cwd.ancestors().find(|d| {
+        let is_home = home
+            .as_deref()
+            .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
+        d.join(".git").exists() || (!is_home && marked(d))
+    });
+    found.unwrap_or(cwd).to_path_buf()
+}
+
+/// The settings file `init` edits (absolute).
+fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    let file = settings_file_named(dialect, scope)?;
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    if scope == Scope::Local && dialect != Dialect::Claude {
+        return Err(format!("--local is for Claude Code (settings.local.json); {} has no personal project file: use --project or the default user settings", host_name(dialect)).into());
+    }
+    Ok(match (dialect, scope) {
+        (Dialect::Copilot, Scope::Project) => {
+            project_root(dialect)?.join(".github/hooks/toolbrake.json")
+        }
+        (Dialect::Copilot, _) => match env_dir("COPILOT_HOME") {
+            Some(d) => d.join("hooks/toolbrake.json"),
+            None => home()?.join(".copilot/hooks/toolbrake.json"),
+        },
+        (Dialect::Qwen, Scope::Project) => project_root(dialect)?.join(".qwen/settings.json"),
+        (Dialect::Qwen, _) => home()?.join(".qwen/settings.json"),
+        (Dialect::Cursor, Scope::Project) => project_root(dialect)?.join(".cursor/hooks.json"),
+        (Dialect::Cursor, _) => home()?.join(".cursor/hooks.json"),
+        (Dialect::Factory, Scope::Project) => project_root(dialect)?.join(".factory/hooks.json"),
+        (Dialect::Factory, _) => home()?.join(".factory/hooks.json"),
+        (Dialect::Cline, Scope::Project) => project_root(dialect)?.join(".clinerules/hooks"),
+        (Dialect::Cline, _) => match env_dir("CLINE_DIR") {
+            Some(d) => d.join("hooks"),
+            None => home()?.join(".cline/hooks"),
+        },
+        (Dialect::Claude, Scope::Project) => project_root(dialect)?.join(".claude/settings.json"),
+        (Dialect::Claude, Scope::Local) => {
+            project_root(dialect)?.join(".claude/settings.local.json")
+        }
+        (Dialect::Codex, Scope::Project) => project_root(dialect)?.join(".codex/hooks.json"),
+        (Dialect::Gemini, Scope::Project) => project_root(dialect)?.join(".gemini/settings.json"),
+        (Dialect::Gemini, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Gemini CLI has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Gemini, Scope::User) => home()?.join(".gemini/settings.json"),
+        (Dialect::Codex, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Codex has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Claude, Scope::User) => {
+            match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d).join("settings.json"),
+                None => home()?.join(".claude/settings.json"),
+            }
+        }
+        (Dialect::Codex, Scope::User) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d).join("hooks.json"),
+            None => home()?.join(".codex/hooks.json"),
+        },
+    })
+}
+
+/// Whether `toolbrake` on `PATH` is this very program: then the hook command can be the
+/// bare name, which stays right for teammates and after reinstalls.
+fn on_path_is_self(this: &Path) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path)
+        .map(|d| d.join("toolbrake"))
+        .find(|c| c.is_file())
+        .and_then(|c| c.canonicalize().ok())
+        .is_some_and(|c| c == this)
+}
+
+fn hook_command(dialect: Dialect) -> String {
+    let this = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok());
+    let exe = match &this {
+        Some(p) if on_path_is_self(p) => "toolbrake".to_string(),
+        Some(p) => p.display().to_string(),
+        None => "toolbrake".to_string(),
+    };
+    let exe = if exe.contains(char::is_whitespace) {
+        format!("\"{exe}\"")
+    } else {
+        exe
+    };
+    format!("{exe} hook {}", dialect.as_str())
+}
+
+pub fn init(
+    config: Option<&Path>,
+    dialect: Dialect,
+    scope: Scope,
+    remove: bool,
+) -> Result<ExitCode, CliError> {
+    if dialect == Dialect::Cline {
+        return init_cline(config, scope, remove);
+    }
+    let named = settings_file(dialect, scope)?;
+    if !remove {
+        // Hooks over a broken configuration would run unchecked: say so now, not later.
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `toolbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
+    let command = hook_command(dialect);
+    edit_json(&named, remove, "hooks", |settings| {
+        if remove {
+            hooks_init::remove(settings, dialect)
+        } else {
+            hooks_init::install(settings, dialect, &command)
+        }
+    })
+}
+
+/// Reads a host's JSON settings file (through a symlink, to its target), applies `edit`,
+/// and, when it changed something, writes it back in the user's key order after a first
+/// backup; prints what it did and the result. `what` names what is installed.
+fn edit_json(
+    named: &Path,
+    remove: bool,
+    what: &str,
+    edit: impl FnOnce(&mut serde_json::Value) -> Result<hooks_init::Changes, String>,
+) -> Result<ExitCode, CliError> {
+    // A symlinked settings file (dotfiles repositories do this) is updated where it points.
+    let path = match std::fs::symlink_metadata(named) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(named).map_err(|e| {
+            format!(
+                "{} is a symlink that does not resolve: {e}",
+                named.display()
+            )
+        })?,
+        _ => named.to_path_buf(),
+    };
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
+    };
+    let mut settings: serde_json::Value = match &existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{} is not valid JSON (line {}, column {}); fix it first, nothing was changed",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let changes =
+        edit(&mut settings).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+    if changes.is_empty() {
+        outln!(
+            "{}: already {} toolbrake's {what} — nothing to change.",
+            path.display(),
+            if remove { "without" } else { "has" },
+        );
+    } else {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        // The file keeps its mode (a private settings file stays private), and so does
+        // its backup.
+        let mode = toolbrake::files::mode_of(&path).unwrap_or(0o600);
+        // The first backup is the user's own file: a later install or removal never
+        // replaces it with a version toolbrake wrote.
+        if let Some(text) = &existing {
+            let backup = PathBuf::from(format!("{}.toolbrake-backup", path.display()));
+            // (A link planted at its name is no backup: it is replaced, never followed.)
+            if std::fs::symlink_metadata(&backup).is_ok_and(|m| m.file_type().is_file()) {
+                outln!(
+                    "Backup of the file before toolbrake first changed it, kept: {}",
+                    backup.display()
+                );
+            } else {
+                toolbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
+                    .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
+                outln!("Backup of the previous file: {}", backup.display());
+            }
+        }
+        let body = hooks_init::render(existing.as_deref(), &settings);
+        toolbrake::files::replace(&path, body.as_bytes(), Some(mode))
+            .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+        outln!(
+            "{} toolbrake's {what} {} {} ({}).",
+            if remove { "Removed" } else { "Installed" },
+            if remove { "from" } else { "into" },
+            path.display(),
+            changes.events.join(", ")
+        );
+    }
+    out!("{}", hooks_init::render(existing.as_deref(), &settings));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line that marks a Cline hook file as toolbrake's own.
+const CLINE_MARK: &str = "# Written by `toolbrake init cline`";
+
+fn is_our_cline_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+        && std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.starts_with(CLINE_MARK)))
+}
+
+/// `toolbrake init cline`: Cline runs hook *files* named by event from `~/.cline/hooks`
+/// (`$CLINE_DIR/hooks`) or a workspace's `.clinerules/hooks`. Each of toolbrake's is a
+/// small shell script running `toolbrake hook cline`, named `<Event>`, or `<Event>.sh`
+/// when the user already has a hook of that name (Cline runs both). Files toolbrake did
+/// not write are never changed; `--remove` deletes only toolbrake's.
+fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitCode, CliError> {
+    let dir = settings_file(Dialect::Cline, scope)?;
+    if !remove {
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `toolbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
+    let mut changed = Vec::new();
+    if remove {
+        for event in toolbrake_hooks::cline::EVENTS {
+            for name in [event.to_string(), format!("{event}.sh")] {
+                let path = dir.join(&name);
+                if is_our_cline_file(&path) {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                    changed.push(name);
+                }
+            }
+        }
+        if changed.is_empty() {
+            outln!(
+                "{}: already without toolbrake's hooks — nothing to change.",
+                dir.display()
+            );
+        } else {
+            outln!(
+                "Removed toolbrake's hooks from {} ({}).",
+                dir.display(),
+                changed.join(", ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let command = hook_command(Dialect::Cline);
+    let mut skipped = Vec::new();
+    for event in toolbrake_hooks::cline::EVENTS {
+        let plain = dir.join(event);
+        let sh = dir.join(format!("{event}.sh"));
+        if is_our_cline_file(&plain) || is_our_cline_file(&sh) {
+            continue;
+        }
+        let path = if std::fs::symlink_metadata(&plain).is_err() {
+            plain
+        } else if std::fs::symlink_metadata(&sh).is_err() {
+            sh
+        } else {
+            skipped.push(event.to_string());
+            continue;
+        };
+        let script = format!(
+            "#!/bin/sh\n{CLINE_MARK}: Cline runs this file for its {event} hook; `toolbrake init cline --remove` deletes it.\nexec {command}\n"
+        );
+        toolbrake::files::replace_own(&path, script.as_bytes(), Some(0o755))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        changed.push(
+            path.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    if changed.is_empty() && skipped.is_empty() {
+        outln!(
+            "{}: already has toolbrake's hooks — nothing to change.",
+            dir.display()
+        );
+    } else if !changed.is_empty() {
+        outln!(
+            "Installed toolbrake's hooks into {} ({}).",
+            dir.display(),
+            changed.join(", ")
+        );
+    }
+    if !skipped.is_empty() {
+        return Err(format!(
+            "{}: {} and {}.sh are both your own files, so toolbrake's hook for {} was not installed; rename one and run init again",
+            dir.display(),
+            skipped[0],
+            skipped[0],
+            skipped.join(", ")
+        )
+        .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hosts that load toolbrake as a plugin (the Node package's `opencode.js`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginHost {
+    /// opencode.
+    Opencode,
+    /// Kilo Code's CLI, an opencode fork.
+    Kilo,
+}
+
+impl PluginHost {
+    /// The configuration's name (`opencode`, `kilo`): the folder under
+    /// `$XDG_CONFIG_HOME` and the file's stem.
+    fn name(self) -> &'static str {
+        match self {
+            PluginHost::Opencode => "opencode",
+            PluginHost::Kilo => "kilo",
+        }
+    }
+}
+
+/// `NAME.json`, or `NAME.jsonc` when only that one exists, in `dir`.
+fn json_or_jsonc(dir: &Path, name: &str) -> PathBuf {
+    let json = dir.join(format!("{name}.json"));
+    let jsonc = dir.join(format!("{name}.jsonc"));
+    if !json.exists() && jsonc.exists() {
+        jsonc
+    } else {
+        json
+    }
+}
+
+/// The configuration file `init opencode|kilo` edits (absolute): the user's,
+/// `$XDG_CONFIG_HOME/NAME/NAME.json`, or the project's, `NAME.json` at its root (the
+/// nearest folder up holding one, a `.NAME` folder or a git repository's root).
+fn plugin_config_file(host: PluginHost, scope: Scope) -> Result<PathBuf, CliError> {
+    let name = host.name();
+    let file = match scope {
+        Scope::Local => {
+            return Err(format!("--local is for Claude Code (settings.local.json); {name} has no personal project file: use --project or the default user settings").into())
+        }
+        Scope::User => {
+            let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => home()?.join(".config"),
+            };
+            json_or_jsonc(&config.join(name), name)
+        }
+        Scope::Project => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| format!("cannot read the working folder: {e}"))?;
+            let root = project_root_marked(&cwd, |d| {
+                d.join(format!(".{name}")).is_dir()
+                    || d.join(format!("{name}.json")).is_file()
+                    || d.join(format!("{name}.jsonc")).is_file()
+            });
+            json_or_jsonc(&root, name)
+        }
+    };
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+/// The folder of toolbrake's Node package a plugin spec names (`file://` or a path; the
+/// folder, or a file in it), if it is one: its `package.json` names `toolbrake` and it has
+/// `opencode.js`.
+fn node_package(spec: &str) -> Option<PathBuf> {
+    let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
+    let dir = if path.is_file() { path.parent()? } else { path };
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).ok()?).ok()?;
+    (manifest["name"] == "toolbrake" && dir.join("opencode.js").is_file())
+        .then(|| dir.to_path_buf())
+}
+
+/// Whether a plugin entry is toolbrake's: its Node package, or a path that was one
+/// (`…/bindings/node`, `…/node_modules/toolbrake`, with or without `/opencode.js`).
+fn is_our_plugin(spec: &str) -> bool {
+    if node_package(spec).is_some() {
+        return true;
+    }
+    let path = spec.strip_prefix("file://").unwrap_or(spec);
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix("/opencode.js").unwrap_or(path);
+    path.ends_with("/bindings/node") || path.ends_with("/node_modules/toolbrake")
+}
+
+/// `toolbrake init opencode|kilo`: names the Node package's folder in the host's `plugin`
+/// list (or removes it).
+pub fn init_plugin(
+    host: PluginHost,
+    scope: Scope,
+    remove: bool,
+    package: Option<&Path>,
+) -> Result<ExitCode, CliError> {
+    let file = plugin_config_file(host, scope)?;
+    if remove {
+        return edit_json(&file, true, "plugin", |settings| {
+            hooks_init::plugin::remove(settings, is_our_plugin)
+        });
+    }
+    let name = host.name();
+    let Some(package) = package else {
+        return Err(format!(
+            "{name} loads toolbrake as a plugin from its Node package: build it (cd bindings/node && npm ci && npm run build) and name its folder, `toolbrake init {name} --plugin /path/to/toolbrake/bindings/node`; nothing was changed"
+        )
+        .into());
+    };
+    let dir = std::fs::canonicalize(package)
+        .ok()
+        .and_then(|p| node_package(&p.display().to_string()))
+        .ok_or_else(|| {
+            format!(
+                "{} is not toolbrake's Node package (a folder whose package.json names `toolbrake`, with opencode.js); nothing was changed",
+                package.display()
+            )
+        })?;
+    let built = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".node"))
+        })
+        .unwrap_or(false);
+    if !built {
+        return Err(format!(
+            "{} has no native addon yet: run `npm ci && npm run build` there first; nothing was changed",
+            dir.display()
+        )
+        .into());
+    }
+    let spec = dir.display().to_string();
+    edit_json(&file, false, "plugin", |settings| {
+        hooks_init::plugin::install(settings, &spec, is_our_plugin)
+    })
+}

@@ -1,0 +1,154 @@
+// toolbrake dashboard: keeps the server-rendered pages live. Polls the JSON API and writes
+// only text into the page (never HTML), so nothing the store holds can run as markup.
+'use strict'
+
+const page = document.body.dataset.page
+const status = document.getElementById('status')
+
+function say(text, ok) {
+  if (!status) return
+  status.textContent = text
+  status.className = ok ? 'ok' : 'error'
+}
+
+async function api(method, path, body, headers = {}) {
+  const init = { method, headers: { ...headers } }
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json'
+    init.body = JSON.stringify(body)
+  }
+  const r = await fetch(path, init)
+  const data = await r.json().catch(() => ({}))
+  if (!r.ok) throw Object.assign(new Error(data?.error?.message ?? `HTTP ${r.status}`), { data, status: r.status })
+  return data
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag)
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v
+    else if (k === 'style') e.setAttribute('style', v)
+    else if (k.startsWith('data-')) e.setAttribute(k, v)
+    else e[k] = v
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c ?? '')))
+  return e
+}
+
+function bar(count, limit) {
+  const pct = limit ? Math.min(100, Math.floor((count * 100) / limit)) : 0
+  return el('span', {}, el('span', { class: 'bar' }, el('span', { style: `width:${pct}%` })), `${count}/${limit}`)
+}
+
+function segment(s) {
+  return encodeURIComponent(s)
+}
+
+function sessionRow(s) {
+  const near = el('td')
+  for (const n of (s.near ?? []).slice(0, 3)) near.append(el('div', {}, bar(n.count, n.limit), ' ', el('code', {}, n.fingerprint)))
+  const failing = el('td')
+  for (const f of s.failure_streaks ?? []) failing.append(el('div', {}, `${f.kind} × ${f.count}`))
+  const row = el(
+    'tr',
+    s.gated ? { class: 'gated' } : {},
+    el('td', {}, el('a', { href: `/sessions/${segment(s.key)}` }, el('code', {}, s.key))),
+    el('td', { class: 'muted' }, s.last_activity),
+    el('td', {}, s.streak?.count ?? 0),
+    near,
+    failing,
+    el('td', {}, (s.pending_asks ?? []).length),
+    el('td', {}, `${s.exemptions} / ${s.refusals}`),
+    el('td', {}, s.stopped),
+    el('td', {}, el('button', { 'data-reset': s.key }, 'Reset')),
+  )
+  return row
+}
+
+async function refreshSessions() {
+  const data = await api('GET', '/api/sessions')
+  const store = document.getElementById('store')
+  if (store) store.textContent = data.store
+  const body = document.querySelector('#sessions tbody')
+  const rows = data.sessions.length ? data.sessions.map(sessionRow) : [el('tr', {}, el('td', { colSpan: 9, class: 'muted' }, 'No sessions in the store yet.'))]
+  body.replaceChildren(...rows)
+}
+
+async function refreshSession() {
+  const key = document.getElementById('key')?.dataset.key
+  if (!key) return
+  const s = await api('GET', `/api/sessions/${segment(key)}`)
+  const body = document.querySelector('#timeline tbody')
+  const log = [...(s.log ?? [])].reverse()
+  const rows = log.map((e) =>
+    el(
+      'tr',
+      {},
+      el('td', {}, el('span', { class: `verdict v-${e.verdict}` }, e.verdict), e.code ? el('div', { class: 'muted' }, e.code) : ''),
+      el('td', {}, e.tool),
+      el('td', {}, el('code', {}, e.preview)),
+      el('td', {}, e.near ? el('span', {}, bar(e.near[1], e.near[2]), ' ', el('code', {}, e.near[0])) : ''),
+      el('td', {}, e.outcome ?? '—'),
+    ),
+  )
+  body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5, class: 'muted' }, 'No decisions recorded.'))]))
+}
+
+document.addEventListener('click', async (ev) => {
+  const key = ev.target?.dataset?.reset
+  if (key === undefined) return
+  if (!confirm(`Reset session ${key}? Its counts, exemptions and refusals are forgotten.`)) return
+  try {
+    await api('DELETE', `/api/sessions/${segment(key)}`)
+    say(`Session ${key} was reset.`, true)
+    if (page === 'sessions') await refreshSessions()
+  } catch (e) {
+    say(e.message, false)
+  }
+})
+
+const form = document.getElementById('settings')
+if (form) {
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault()
+    const edit = {}
+    for (const input of form.querySelectorAll('[data-kind]')) {
+      const kind = input.dataset.kind
+      let value
+      if (kind === 'bool') value = input.checked
+      else if (kind === 'int') value = input.value.trim() === '' ? null : Number(input.value.trim())
+      else if (kind === 'stage') value = /^-?\d+$/.test(input.value.trim()) ? Number(input.value.trim()) : input.value.trim()
+      else value = input.value
+      if (String(value) === input.dataset.initial) continue
+      const [section, sub] = input.name.split('.').length === 3 ? [input.name.split('.')[0], input.name.split('.')[1]] : [input.name.split('.')[0], null]
+      const key = input.name.split('.').pop()
+      edit[section] ??= {}
+      if (sub) (edit[section][sub] ??= {})[key] = value
+      else edit[section][key] = value
+    }
+    if (Object.keys(edit).length === 0) return say('Nothing changed.', true)
+    try {
+      // The version this form was filled from: an edit saved meanwhile is not overwritten.
+      const saved = await api('PUT', '/api/config', edit, { 'if-match': form.dataset.version })
+      form.dataset.version = saved.version
+      say('Saved. The next decision uses it.', true)
+      for (const input of form.querySelectorAll('[data-kind]')) {
+        input.dataset.initial = input.dataset.kind === 'bool' ? String(input.checked) : input.value
+      }
+    } catch (e) {
+      const d = e.data?.error
+      if (e.status === 409) say('Not saved: the settings were changed elsewhere since this page was loaded. Reload the page to see them, then make your change again.', false)
+      else say(d?.key ? `Not saved: ${d.key} = ${d.value}: it ${d.rule}.` : `Not saved: ${e.message}`, false)
+    }
+  })
+}
+
+async function tick() {
+  try {
+    if (page === 'sessions') await refreshSessions()
+    if (page === 'session') await refreshSession()
+  } catch (e) {
+    say(`Live updates paused: ${e.message}`, false)
+  }
+}
+if (page === 'sessions' || page === 'session') setInterval(tick, 2000)

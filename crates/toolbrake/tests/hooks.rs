@@ -1,0 +1,949 @@
+//! `toolbrake hook`, `init` and `sessions` as real processes on a real SQLite file:
+//! concurrency, crashes, failure policy, installation.
+
+mod support;
+use support::*;
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
+    c.env_remove("TOOLBRAKE_CONFIG")
+        .env_remove("TOOLBRAKE_MAX_REPEATS")
+        .env("TOOLBRAKE_STATE", dir.join("state/state.db"))
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("HOME", dir)
+        .current_dir(dir);
+    c
+}
+
+fn spawn_hook(dir: &Path, payload: &Value, config: Option<&Path>) -> Child {
+    let mut c = bin(dir);
+    if let Some(cfg) = config {
+        c.arg("--config").arg(cfg);
+    }
+    let mut child = c
+        .args(["hook", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    child
+}
+
+fn pre(session: &str, id: &str, command: &str) -> Value {
+    json!({"session_id": session, "hook_event_name": "PreToolUse", "tool_name": "Bash",
+           "tool_input": {"command": command}, "tool_use_id": id})
+}
+
+fn sessions_json(dir: &Path, config: Option<&Path>) -> Vec<Value> {
+    let mut c = bin(dir);
+    if let Some(cfg) = config {
+        c.arg("--config").arg(cfg);
+    }
+    let out = c.args(["sessions", "--json"]).output().unwrap();
+    assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn thirty_two_parallel_hook_processes_lose_no_update() {
+    let dir = tmpdir("hooks", "parallel");
+    let cfg = dir.join("lb.toml");
+    std::fs::write(&cfg, "[streak]\nmax_repeats = 1000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
+    let children: Vec<Child> = (0..32)
+        .map(|i| spawn_hook(&dir, &pre("par", &format!("t{i}"), "echo same"), Some(&cfg)))
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let s = sessions_json(&dir, Some(&cfg));
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        s[0]["streak"]["count"], 32,
+        "every one of 32 concurrent decisions was counted"
+    );
+}
+
+#[test]
+fn killed_hook_processes_never_corrupt_the_store() {
+    let dir = tmpdir("hooks", "crash");
+    let cfg = dir.join("lb.toml");
+    std::fs::write(&cfg, "[streak]\nmax_repeats = 100000\n[breaker]\nenabled = false\n[store]\nlock_timeout = \"30s\"\n").unwrap();
+    let mut finished = 0;
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    for round in 0..12 {
+        let children: Vec<Child> = (0..8)
+            .map(|i| {
+                spawn_hook(
+                    &dir,
+                    &pre("crash", &format!("r{round}c{i}"), "echo same"),
+                    Some(&cfg),
+                )
+            })
+            .collect();
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        std::thread::sleep(Duration::from_micros((seed >> 40) % 4000));
+        for (i, mut c) in children.into_iter().enumerate() {
+            if (seed >> i) & 1 == 1 {
+                let _ = c.kill(); // SIGKILL, wherever it is
+            }
+            if c.wait().unwrap().success() {
+                finished += 1;
+            }
+        }
+    }
+    // The file opens, passes SQLite's integrity check, and every row decodes.
+    let out = bin(&dir)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let s: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s.len(), 1);
+    let store = toolbrake_store::SqliteStore::open(&dir.join("state/state.db"), Default::default())
+        .unwrap();
+    store.integrity_check().unwrap();
+    use toolbrake_store::Store;
+    assert!(store.take_warnings().is_empty());
+    let st = store.get("crash").unwrap().unwrap();
+    // Every process that finished was counted; a killed one either committed its whole
+    // decision or nothing.
+    let n = st.streak.count() as usize;
+    assert!(finished <= n && n <= 96, "finished {finished}, counted {n}");
+    // And the store still works.
+    let c = spawn_hook(&dir, &pre("crash", "after", "ls"), Some(&cfg));
+    assert!(c.wait_with_output().unwrap().status.success());
+}
+
+#[test]
+fn a_broken_store_fails_open_with_a_warning_or_closed_when_configured() {
+    let dir = tmpdir("hooks", "failpolicy");
+    // The state path is a directory: SQLite cannot open it.
+    let blocker = dir.join("blocker");
+    std::fs::create_dir_all(blocker.join("state.db")).unwrap();
+    let run = |fail_closed: bool| {
+        let cfg = dir.join(format!("lb-{fail_closed}.toml"));
+        std::fs::write(&cfg, format!("[store]\nfail_closed = {fail_closed}\n")).unwrap();
+        run_with_stdin(
+            bin(&dir)
+                .env("TOOLBRAKE_STATE", blocker.join("state.db"))
+                .arg("--config")
+                .arg(&cfg)
+                .args(["hook", "claude"]),
+            pre("s", "t1", "ls").to_string().as_bytes(),
+        )
+    };
+    let open = run(false);
+    assert_eq!(open.status.code(), Some(0));
+    assert!(open.stdout.is_empty(), "fail-open prints no decision");
+    let err = String::from_utf8(open.stderr).unwrap();
+    assert!(
+        err.starts_with("toolbrake: could not handle PreToolUse: sqlite "),
+        "{err}"
+    );
+    let log = std::fs::read_to_string(blocker.join("hook.log")).unwrap();
+    assert!(
+        log.contains("hook claude: could not handle PreToolUse"),
+        "{log}"
+    );
+    let closed = run(true);
+    assert_eq!(closed.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&closed.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+
+    // An invalid configuration never blocks either: the hook lets the call run, and the
+    // user is told once per session (Claude Code shows `systemMessage` to the user).
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[streak]\nmax_repeat = 3\n").unwrap();
+    let hook = |session: &str, id: &str, cfg: &Path| {
+        let out = spawn_hook(&dir, &pre(session, id, "ls"), Some(cfg))
+            .wait_with_output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("streak.max_repeat"));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first: Value = serde_json::from_str(&hook("s", "t2", &bad)).unwrap();
+    let message = first["systemMessage"].as_str().unwrap();
+    assert!(
+        message.starts_with("toolbrake is not checking tool calls: its configuration is invalid."),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "{}, line 2: `streak.max_repeat` is not a setting; did you mean `streak.max_repeats`?",
+            bad.display()
+        )),
+        "{message}"
+    );
+    assert!(message.contains("tool calls run unchecked until it is fixed"));
+    assert!(
+        first.get("hookSpecificOutput").is_none(),
+        "no decision: {first}"
+    );
+    assert_eq!(hook("s", "t3", &bad), "", "once per session");
+    assert!(hook("other", "t4", &bad).contains("systemMessage"));
+
+    // A typo elsewhere does not turn a fail-closed policy open.
+    let bad_closed = dir.join("bad-closed.toml");
+    std::fs::write(
+        &bad_closed,
+        "[store]\nfail_closed = true\n[streak]\nmax_repeat = 3\n",
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&hook("s", "t5", &bad_closed)).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+    assert!(v["systemMessage"]
+        .as_str()
+        .unwrap()
+        .contains("tool calls are refused until it is fixed"));
+}
+
+#[test]
+fn init_installs_idempotently_keeps_a_backup_and_removes() {
+    let dir = tmpdir("hooks", "init");
+    let claude_dir = dir.join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let settings = claude_dir.join("settings.json");
+    let original = json!({"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-guard"}]}]}});
+    std::fs::write(&settings, serde_json::to_string_pretty(&original).unwrap()).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir).arg("init").args(args).output().unwrap();
+        assert_success(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = init(&["claude"]);
+    assert!(out.contains("Installed toolbrake's hooks into"), "{out}");
+    let installed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let cmd = installed["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cmd.ends_with(" hook claude") && cmd.contains("toolbrake"),
+        "{cmd}"
+    );
+    assert_eq!(installed["model"], "opus");
+    let backup: Value = serde_json::from_str(
+        &std::fs::read_to_string(claude_dir.join("settings.json.toolbrake-backup")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(backup, original);
+    assert!(init(&["claude"]).contains("nothing to change"));
+    init(&["claude", "--remove"]);
+    let removed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(removed, original);
+
+    // Project settings for Codex, created from nothing.
+    let out = init(&["codex", "--project"]);
+    assert!(out.contains(".codex/hooks.json"));
+    let codex: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    assert!(codex["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook codex"));
+    assert!(codex["hooks"].get("PostToolUseFailure").is_none());
+
+    // A settings file that is not JSON is refused and left untouched.
+    std::fs::write(&settings, "{ not json").unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ not json");
+
+    // --local: Claude Code's personal project file; with `toolbrake` on PATH being this
+    // program, the command is the bare name (right for every machine).
+    let exe_dir = Path::new(env!("CARGO_BIN_EXE_toolbrake")).parent().unwrap();
+    let out = bin(&dir)
+        .env("PATH", format!("{}:/usr/bin:/bin", exe_dir.display()))
+        .args(["init", "claude", "--local"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(claude_dir.join("settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        local["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        "toolbrake hook claude"
+    );
+    let out = bin(&dir)
+        .args(["init", "codex", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--local is for Claude Code"));
+
+    // An invalid configuration: init refuses to install (hooks would run unchecked),
+    // names the problem, and changes nothing. Removing still works.
+    std::fs::remove_file(claude_dir.join("settings.local.json")).unwrap();
+    std::fs::write(
+        dir.join("toolbrake.toml"),
+        "[breaker]\nwarn_at = \"soon\"\n",
+    )
+    .unwrap();
+    let out = bin(&dir)
+        .args(["init", "claude", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not installing: the configuration is invalid.")
+            && err.contains("toolbrake.toml, line 2: `breaker.warn_at = \"soon\"` is not valid"),
+        "{err}"
+    );
+    assert!(!claude_dir.join("settings.local.json").exists());
+    std::fs::write(&settings, "{}").unwrap();
+    let out = bin(&dir)
+        .args(["init", "claude", "--remove"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::remove_file(dir.join("toolbrake.toml")).unwrap();
+}
+
+/// `init` changes only its own entries: the user's keys keep their order, the backup is
+/// the user's file however often toolbrake installs and removes, `--project` in a
+/// subfolder edits the project root's file (as the host reads it), and the path printed
+/// is absolute.
+#[test]
+fn init_keeps_the_users_order_and_first_backup_and_finds_the_project_root() {
+    let dir = tmpdir("hooks", "init-order");
+    let root = dir.join("proj");
+    let sub = root.join("sub/dir");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::create_dir_all(&sub).unwrap();
+    let settings = root.join(".claude/settings.json");
+    let original = "{\n  \"permissions\": {\"deny\": [\"Bash(rm:*)\"], \"allow\": [\"Bash(ls)\"]},\n  \"env\": {\"ZED\": \"1\", \"ALPHA\": \"2\"},\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n  \"model\": \"opus\"\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir)
+            .current_dir(&sub)
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = init(&["claude", "--project"]);
+    assert!(
+        out.contains(&format!(
+            "Installed toolbrake's hooks into {}",
+            settings.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        !sub.join(".claude").exists(),
+        "nothing created in the subfolder"
+    );
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let at = |k: &str| text.find(k).unwrap_or_else(|| panic!("{k} in {text}"));
+    assert!(
+        at("\"permissions\"") < at("\"env\"") && at("\"env\"") < at("\"hooks\""),
+        "{text}"
+    );
+    assert!(
+        at("\"deny\"") < at("\"allow\"") && at("\"ZED\"") < at("\"ALPHA\""),
+        "{text}"
+    );
+    let backup = root.join(".claude/settings.json.toolbrake-backup");
+    for _ in 0..2 {
+        init(&["claude", "--project", "--remove"]);
+        init(&["claude", "--project"]);
+    }
+    init(&["claude", "--project", "--remove"]);
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        original,
+        "the user's own file"
+    );
+    let removed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let before: Value = serde_json::from_str(original).unwrap();
+    assert_eq!(removed, before);
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        text.find("\"permissions\"").unwrap() < text.find("\"hooks\"").unwrap(),
+        "{text}"
+    );
+}
+
+/// `init` for the second round of hosts: each host's own file at user and project scope,
+/// its own shape (Copilot's per-event command lines and `version`, Cursor's flat entries,
+/// Factory's events at the top of `hooks.json`, Qwen's Claude-style groups in its
+/// settings), the user's entries and keys kept, the first backup kept, `--remove` undoing
+/// exactly toolbrake's part; Cline's hook files written beside the user's own, never over
+/// them.
+#[test]
+fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
+    let dir = tmpdir("hooks", "init-hosts");
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(proj.join(".git")).unwrap();
+    let init = |args: &[&str]| {
+        let out = bin(&dir)
+            .current_dir(&proj)
+            .env_remove("COPILOT_HOME")
+            .env_remove("CLINE_DIR")
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+
+    // GitHub Copilot CLI: a hooks file of toolbrake's own in ~/.copilot/hooks, the event on
+    // each command line; a user's file next to it is never touched.
+    std::fs::create_dir_all(dir.join(".copilot/hooks")).unwrap();
+    std::fs::write(
+        dir.join(".copilot/hooks/mine.json"),
+        "{\"version\": 1, \"hooks\": {}}",
+    )
+    .unwrap();
+    init(&["copilot"]);
+    let c = read(&dir.join(".copilot/hooks/toolbrake.json"));
+    assert_eq!(c["version"], 1);
+    for event in toolbrake_hooks::copilot::EVENTS {
+        let e = &c["hooks"][event][0];
+        assert_eq!(e["type"], "command");
+        assert!(
+            e["bash"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(" hook copilot {event}")),
+            "{e}"
+        );
+        assert!(e["timeoutSec"].is_u64());
+    }
+    assert!(init(&["copilot"]).contains("nothing to change"));
+    init(&["copilot", "--remove"]);
+    assert_eq!(
+        read(&dir.join(".copilot/hooks/toolbrake.json")),
+        json!({"version": 1})
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".copilot/hooks/mine.json")).unwrap(),
+        "{\"version\": 1, \"hooks\": {}}"
+    );
+    init(&["copilot", "--project"]);
+    assert!(read(&proj.join(".github/hooks/toolbrake.json"))["hooks"]["preToolUse"].is_array());
+
+    // Qwen Code: Claude-style groups in its settings, the user's settings and hooks kept.
+    let qwen = proj.join(".qwen/settings.json");
+    std::fs::create_dir_all(qwen.parent().unwrap()).unwrap();
+    let original = "{\n  \"model\": {\"name\": \"qwen3-coder\"},\n  \"hooks\": {\"PreToolUse\": [{\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"my-guard\"}]}]},\n  \"general\": {}\n}\n";
+    std::fs::write(&qwen, original).unwrap();
+    init(&["qwen", "--project"]);
+    let q = read(&qwen);
+    assert_eq!(q["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+    assert!(q["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook qwen"));
+    assert_eq!(
+        q["hooks"]["PreToolUse"][1]["hooks"][0]["timeout"], 10,
+        "seconds"
+    );
+    let text = std::fs::read_to_string(&qwen).unwrap();
+    assert!(
+        text.find("\"model\"").unwrap() < text.find("\"hooks\"").unwrap()
+            && text.find("\"hooks\"").unwrap() < text.find("\"general\"").unwrap()
+    );
+    init(&["qwen", "--project", "--remove"]);
+    assert_eq!(
+        read(&qwen),
+        serde_json::from_str::<Value>(original).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join(".qwen/settings.json.toolbrake-backup")).unwrap(),
+        original
+    );
+
+    // Cursor: flat entries in hooks.json, with its version.
+    let cursor = dir.join(".cursor/hooks.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cursor,
+        r#"{"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}}"#,
+    )
+    .unwrap();
+    init(&["cursor"]);
+    let k = read(&cursor);
+    for event in toolbrake_hooks::cursor::EVENTS {
+        assert!(
+            k["hooks"][event][0]["command"]
+                .as_str()
+                .unwrap()
+                .ends_with(" hook cursor"),
+            "{event}"
+        );
+    }
+    assert!(
+        k["hooks"].get("beforeShellExecution").is_none(),
+        "one judging seam: preToolUse"
+    );
+    init(&["cursor", "--remove"]);
+    assert_eq!(
+        read(&cursor),
+        json!({"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}})
+    );
+
+    // Factory Droid: hooks.json holds the events at its top level.
+    init(&["factory", "--project"]);
+    let f = read(&proj.join(".factory/hooks.json"));
+    assert!(f.get("hooks").is_none(), "{f}");
+    assert!(f["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with(" hook factory"));
+    assert_eq!(f["PreToolUse"][0]["matcher"], "*");
+    assert!(f.get("PostToolUseFailure").is_none());
+    init(&["factory", "--project", "--remove"]);
+    assert_eq!(read(&proj.join(".factory/hooks.json")), json!({}));
+
+    // Cline: executable hook files; a user's own PreToolUse stays, toolbrake's goes beside
+    // it as PreToolUse.sh; --remove deletes only toolbrake's.
+    let hooks = proj.join(".clinerules/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("PreToolUse"), "#!/bin/sh\necho '{}'\n").unwrap();
+    let out = init(&["cline", "--project"]);
+    assert!(out.contains("PreToolUse.sh"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(hooks.join("PreToolUse")).unwrap(),
+        "#!/bin/sh\necho '{}'\n"
+    );
+    for name in [
+        "PreToolUse.sh",
+        "PostToolUse",
+        "UserPromptSubmit",
+        "TaskComplete",
+        "TaskCancel",
+        "SessionShutdown",
+    ] {
+        let script = std::fs::read_to_string(hooks.join(name)).unwrap();
+        assert!(
+            script.starts_with("#!/bin/sh\n") && script.trim_end().ends_with(" hook cline"),
+            "{name}: {script}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(hooks.join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o111, 0o111, "{name} is executable");
+        }
+    }
+    assert!(init(&["cline", "--project"]).contains("nothing to change"));
+    init(&["cline", "--project", "--remove"]);
+    let left: Vec<String> = std::fs::read_dir(&hooks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["PreToolUse"]);
+    init(&["cline"]);
+    assert!(
+        dir.join(".cline/hooks/PreToolUse").exists(),
+        "user scope: ~/.cline/hooks"
+    );
+
+    // --local is Claude Code's alone.
+    let out = bin(&dir)
+        .current_dir(&proj)
+        .args(["init", "cursor", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Cursor has no personal project file"));
+}
+
+/// `init opencode|kilo`: the Node package's folder in the `plugin` list of the user's or
+/// the project's configuration, next to the user's plugins and settings, with a first
+/// backup; `--remove` undoes it. The package must be toolbrake's, and built.
+#[test]
+fn init_opencode_and_kilo_name_the_node_package_as_a_plugin() {
+    let dir = tmpdir("hooks", "init-plugin");
+    // A built Node package, as `npm ci && npm run build` leaves it.
+    let pkg = dir.join("toolbrake/bindings/node");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("package.json"), r#"{"name": "toolbrake"}"#).unwrap();
+    std::fs::write(pkg.join("opencode.js"), "export default {}\n").unwrap();
+    let pkg_arg = pkg.display().to_string();
+    let init = |cwd: &Path, args: &[&str]| {
+        bin(&dir)
+            .current_dir(cwd)
+            .arg("init")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+
+    // Not built yet: refused, nothing written.
+    let out = init(&dir, &["opencode", "--plugin", &pkg_arg]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no native addon yet"));
+    std::fs::write(pkg.join("toolbrake.linux-x64-gnu.node"), "").unwrap();
+    // Without --plugin, or naming another folder: refused, saying what to pass.
+    let out = init(&dir, &["opencode"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--plugin /path/to/toolbrake/bindings/node")
+    );
+    let out = init(&dir, &["opencode", "--plugin", dir.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not toolbrake's Node package"));
+    assert!(!dir.join("xdg").exists(), "nothing written");
+    let out = init(&dir, &["claude", "--plugin", &pkg_arg]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--plugin is for opencode and kilo"));
+    let out = init(&dir, &["kilo", "--local", "--plugin", &pkg_arg]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kilo has no personal project file"));
+
+    // The user's configuration: kept, the plugin added once, a first backup, removed again.
+    let user = dir.join("xdg/opencode/opencode.json");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    let original = "{\n  \"theme\": \"dark\",\n  \"plugin\": [\"opencode-wakatime\"],\n  \"model\": \"anthropic/claude\"\n}\n";
+    std::fs::write(&user, original).unwrap();
+    let out = init(&dir, &["opencode", "--plugin", &pkg_arg]);
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!(
+        "Installed toolbrake's plugin into {}",
+        user.display()
+    )));
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        text.find("\"theme\"").unwrap() < text.find("\"plugin\"").unwrap()
+            && text.find("\"plugin\"").unwrap() < text.find("\"model\"").unwrap(),
+        "{text}"
+    );
+    let installed: Value = serde_json::from_str(&text).unwrap();
+    let real = std::fs::canonicalize(&pkg).unwrap().display().to_string();
+    assert_eq!(installed["plugin"], json!(["opencode-wakatime", real]));
+    assert!(String::from_utf8_lossy(
+        &init(
+            &dir,
+            &["opencode", "--plugin", &format!("{pkg_arg}/opencode.js")]
+        )
+        .stdout
+    )
+    .contains("nothing to change"));
+    assert_success(&init(&dir, &["opencode", "--remove"]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&user).unwrap()).unwrap(),
+        serde_json::from_str::<Value>(original).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("xdg/opencode/opencode.json.toolbrake-backup")).unwrap(),
+        original
+    );
+
+    // Kilo: its own user file, created from nothing.
+    assert_success(&init(&dir, &["kilo", "--plugin", &pkg_arg]));
+    let kilo: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("xdg/kilo/kilo.json")).unwrap())
+            .unwrap();
+    assert_eq!(kilo, json!({"plugin": [real]}));
+
+    // The project's file, at its root, from a subfolder.
+    let root = dir.join("proj");
+    let sub = root.join("src/deep");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(&sub).unwrap();
+    for host in ["opencode", "kilo"] {
+        let out = init(&sub, &[host, "--project", "--plugin", &pkg_arg]);
+        assert_success(&out);
+        let file = root.join(format!("{host}.json"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&file.display().to_string()));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(v["plugin"], json!([real]));
+        assert_success(&init(&sub, &[host, "--project", "--remove"]));
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "{}");
+    }
+    assert!(!sub.join("opencode.json").exists());
+}
+
+#[test]
+fn sessions_lists_and_resets() {
+    let dir = tmpdir("hooks", "sessions");
+    for (i, s) in ["alpha", "alpha", "beta"].iter().enumerate() {
+        let c = spawn_hook(&dir, &pre(s, &format!("t{i}"), "git status"), None);
+        assert!(c.wait_with_output().unwrap().status.success());
+    }
+    let list = sessions_json(&dir, None);
+    let keys: Vec<&str> = list.iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["alpha", "beta"]);
+    assert_eq!(list[0]["streak"]["count"], 2);
+    assert_eq!(list[0]["stopped"], 0);
+    // The dashboard's shape (`/api/sessions`), field for field.
+    for key in [
+        "window",
+        "top_count",
+        "failure_streaks",
+        "pending_asks",
+        "near",
+        "gated",
+    ] {
+        assert!(list[0].get(key).is_some(), "{key} in {}", list[0]);
+    }
+    assert!(list[0].get("window_records").is_none() && list[0].get("max_count").is_none());
+    // The third identical call is refused by the streak brake: the listing counts it.
+    let c = spawn_hook(&dir, &pre("alpha", "t9", "git status"), None);
+    assert!(String::from_utf8(c.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .contains("\"deny\""));
+    assert_eq!(sessions_json(&dir, None)[0]["stopped"], 1);
+    let out = bin(&dir).args(["sessions"]).output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("# 2 sessions in sqlite"), "{table}");
+    let header = table.lines().nth(1).unwrap();
+    for column in [
+        "window",
+        "top count",
+        "in a row",
+        "failing",
+        "exempted",
+        "declined",
+        "stopped",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let alpha = table.lines().find(|l| l.starts_with("alpha")).unwrap();
+    assert!(alpha.trim_end().ends_with(" 1"), "{alpha}");
+    assert!(table.contains("stopped: calls denied by either engine, or asked and not approved"));
+    let out = bin(&dir)
+        .args(["sessions", "reset", "alpha"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let keys: Vec<String> = sessions_json(&dir, None)
+        .iter()
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["beta"]);
+    let out = bin(&dir)
+        .args(["sessions", "reset", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("state/state.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "the state file is readable by its owner only"
+        );
+    }
+}
+
+/// Hundreds of hook processes in one session keep the write-ahead log bounded (it used to
+/// grow with every decision, and every opener re-read all of it), and a state file created
+/// readable by others is tightened to owner-only.
+#[test]
+fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
+    let dir = tmpdir("hooks", "wal");
+    let state = dir.join("state/state.db");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    std::fs::write(&state, b"").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for i in 0..400 {
+        let cmd = format!("echo {}", i % 40);
+        for payload in [
+            pre("long", &format!("t{i}"), &cmd),
+            json!({"session_id": "long", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": cmd}, "tool_response": {"stdout": format!("{i}")},
+                   "tool_use_id": format!("t{i}")}),
+        ] {
+            let out = spawn_hook(&dir, &payload, None).wait_with_output().unwrap();
+            assert!(out.status.success());
+        }
+    }
+    let wal = std::fs::metadata(dir.join("state/state.db-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    // 800 decisions write several MiB of log; the bound (256 KiB) plus the last writes
+    // is all that may remain, since every hook reads the whole log when it opens the file.
+    assert!(wal <= 512 << 10, "the WAL grew to {wal} bytes");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+/// A payload past the size limit is reported as too large (not as "not JSON"), and one
+/// nested past the parser's limit as too deep; the hook still exits 0 and lets the call run.
+#[test]
+fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
+    let dir = tmpdir("hooks", "oversized");
+    let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), &vec![b' '; 65 << 20]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the hook payload exceeds 67108864 bytes"),
+        "{err}"
+    );
+    assert!(!err.contains("not JSON"), "{err}");
+
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    let payload: String = format!(
+        "{{\"session_id\":\"s\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"x\":{deep}}},\"tool_use_id\":\"t\"}}"
+    );
+    let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), payload.as_bytes());
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the hook payload nests deeper than 128 levels"),
+        "{err}"
+    );
+}
+
+/// `init` keeps a private settings file private (and its backup), never writes through a
+/// symlink planted at the backup's name, and updates a symlinked settings file where it
+/// points instead of replacing the link.
+#[cfg(unix)]
+#[test]
+fn init_keeps_modes_and_never_follows_a_planted_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmpdir("hooks", "init-modes");
+    let claude_dir = dir.join(".claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let settings = claude_dir.join("settings.json");
+    std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Someone planted a symlink where the backup goes, pointing outside the config dir.
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "precious").unwrap();
+    std::os::unix::fs::symlink(&outside, claude_dir.join("settings.json.toolbrake-backup"))
+        .unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert_success(&out);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
+    let backup = claude_dir.join("settings.json.toolbrake-backup");
+    assert!(!std::fs::symlink_metadata(&backup)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "{\"model\": \"opus\"}\n"
+    );
+    for f in [&settings, &backup] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    // A symlinked settings file (a dotfiles repository) is updated where it points.
+    let dotfiles = dir.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("claude-settings.json");
+    std::fs::write(&real, "{}").unwrap();
+    std::fs::remove_file(&settings).unwrap();
+    std::os::unix::fs::symlink(&real, &settings).unwrap();
+    let out = bin(&dir).args(["init", "claude"]).output().unwrap();
+    assert_success(&out);
+    assert!(std::fs::symlink_metadata(&settings)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert!(v["hooks"]["PreToolUse"].is_array(), "{v}");
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&claude_dir)
+        .unwrap()
+        .chain(std::fs::read_dir(&dotfiles).unwrap())
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with('.') && n.contains(".toolbrake-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Credentials in a call's arguments and its output never reach the SQLite files (the
+/// database and its write-ahead log), though the call is counted as before.
+#[test]
+fn secrets_never_reach_the_state_files() {
+    let dir = tmpdir("hooks", "secrets");
+    let secrets = [
+        "sk-ant-api03-abcdefghijklmnop",
+        "Pa55w0rdValue",
+        "ghp_abcdefghijklmnopqrstuvwxyz012345",
+    ];
+    let cmd = format!(
+        "curl -H 'Authorization: Bearer {}' 'https://api.example.com/x?password={}'",
+        secrets[0], secrets[1]
+    );
+    for i in 0..3 {
+        let id = format!("s{i}");
+        let out = spawn_hook(&dir, &pre("sec", &id, &cmd), None)
+            .wait_with_output()
+            .unwrap();
+        if i == 2 {
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
+                "still counted"
+            );
+            break;
+        }
+        let post = json!({"session_id": "sec", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": cmd}, "tool_use_id": id,
+            "tool_response": {"stdout": format!("{{\"token\": \"{}\"}}", secrets[2]), "stderr": ""}});
+        spawn_hook(&dir, &post, None).wait_with_output().unwrap();
+    }
+    // One more call left open (its previews are stored until its result).
+    let other = format!("curl -u bob:{} https://api.example.com/y", secrets[1]);
+    spawn_hook(&dir, &pre("sec", "open", &other), None)
+        .wait_with_output()
+        .unwrap();
+    let mut bytes = Vec::new();
+    for f in ["state.db", "state.db-wal"] {
+        if let Ok(b) = std::fs::read(dir.join("state").join(f)) {
+            bytes.extend(b);
+        }
+    }
+    assert!(!bytes.is_empty());
+    let text = String::from_utf8_lossy(&bytes);
+    for s in secrets {
+        assert!(!text.contains(s), "{s} is in the state files");
+    }
+}

@@ -1,0 +1,115 @@
+//! The release artifacts as a user gets them: `scripts/package` builds the tarball, the
+//! Debian package and the npm tarball into `target/package/`; the `.deb` is installed with
+//! `dpkg -i` on this machine and the README's quick start runs from it, with its
+//! completions and man page in place. Ignored by a plain `cargo test` (a release build, and
+//! it installs system-wide); `scripts/test` runs it (`--include-ignored`). Skipped, saying
+//! why, when not root or without dpkg.
+
+mod support;
+use support::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert_success(&out);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn one(dir: &Path, suffix: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {suffix} in {}: {found:?}",
+        dir.display()
+    );
+    found.into_iter().next().unwrap()
+}
+
+#[test]
+#[ignore = "builds the release artifacts and installs the .deb system-wide: scripts/test runs it"]
+fn the_debian_package_installs_and_runs_the_quick_start() {
+    let root = repo();
+    let out = root.join("target/package");
+    run(Command::new(root.join("scripts/package")).current_dir(&root));
+
+    // The tarball: binary, README, LICENSE, completions, man page.
+    let tarball = one(&out, ".tar.gz");
+    let listing = run(Command::new("tar").arg("-tzf").arg(&tarball));
+    for f in [
+        "/toolbrake",
+        "/README.md",
+        "/LICENSE",
+        "/completions/toolbrake.bash",
+        "/completions/_toolbrake",
+        "/completions/toolbrake.fish",
+        "/man/man1/toolbrake.1",
+    ] {
+        assert!(listing.lines().any(|l| l.ends_with(f)), "{f} in {listing}");
+    }
+    let npm = one(&out, ".tgz");
+    let npm_listing = run(Command::new("tar").arg("-tzf").arg(&npm));
+    assert!(npm_listing.contains("package/native.cjs"), "{npm_listing}");
+
+    let deb = one(&out, ".deb");
+    let is_root = run(Command::new("id").arg("-u")).trim() == "0";
+    let dpkg = Command::new("dpkg").arg("--version").output().is_ok();
+    if !is_root || !dpkg {
+        eprintln!(
+            "SKIPPED installing {}: {}",
+            deb.display(),
+            if dpkg {
+                "dpkg -i needs root"
+            } else {
+                "dpkg is not installed"
+            }
+        );
+        return;
+    }
+    let contents = run(Command::new("dpkg-deb").arg("--contents").arg(&deb));
+    for f in [
+        "./usr/bin/toolbrake",
+        "./usr/share/bash-completion/completions/toolbrake",
+        "./usr/share/zsh/vendor-completions/_toolbrake",
+        "./usr/share/fish/vendor_completions.d/toolbrake.fish",
+        "./usr/share/man/man1/toolbrake.1.gz",
+    ] {
+        assert!(contents.contains(f), "{f} in {contents}");
+    }
+    run(Command::new("dpkg").arg("-i").arg(&deb));
+    let installed = Path::new("/usr/bin/toolbrake");
+    let result = std::panic::catch_unwind(|| {
+        let version = run(Command::new(installed).arg("--version"));
+        assert!(version.starts_with("toolbrake "), "{version}");
+        // The README's quick start, from the installed command.
+        let report = run(Command::new(installed)
+            .current_dir(&root)
+            .args(["replay", "--from", "trajectory", "--report"])
+            .args([
+                "examples/tau-airline-task009.jsonl",
+                "examples/django-11265.jsonl",
+            ]));
+        assert!(
+            report.starts_with("toolbrake replay report\n2 sessions, 73 calls:"),
+            "{report}"
+        );
+        assert!(
+            report.contains("tau_bench/gpt-4o-airline/task009/trial2"),
+            "{report}"
+        );
+        let bash =
+            std::fs::read_to_string("/usr/share/bash-completion/completions/toolbrake").unwrap();
+        assert!(bash.contains("complete -F _toolbrake"), "{bash}");
+    });
+    run(Command::new("dpkg").args(["-r", "toolbrake"]));
+    assert!(!installed.exists(), "removed again");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -1,0 +1,145 @@
+//! Helpers shared by this crate's integration tests.
+// Each test binary uses a different subset.
+#![allow(dead_code)]
+
+pub mod agents;
+pub mod listener;
+pub mod prometheus;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `toolbrake` command under test, isolated from the developer's own configuration
+/// (no config file, no environment overrides, run in the temporary folder).
+pub fn isolated_bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
+    c.env_remove("TOOLBRAKE_CONFIG")
+        .env_remove("TOOLBRAKE_MAX_REPEATS")
+        .env_remove("DSH_LOOP_BRAKE_MAX_REPEATS")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .env("HOME", "/nonexistent")
+        .current_dir(std::env::temp_dir());
+    c
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fresh, empty directory for one test.
+pub fn tmpdir(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("toolbrake-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs a command to completion with a deadline: a hung peer fails the test instead of
+/// hanging CI.
+pub fn output_with_deadline(mut cmd: Command, secs: u64) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "did not finish in {secs} s; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Fails the test unless the command succeeded, showing its stderr.
+#[track_caller]
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs a command with `input` on its stdin (written from another thread, so a command
+/// that answers while it reads never deadlocks) and returns its output.
+pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // A command may exit before reading everything (a payload past its limit): fine.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// Debian's Chromium (scripts/test installs it).
+pub fn chromium() -> &'static str {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chromium must be installed (scripts/test installs Debian's chromium)")
+}
+
+/// Runs headless Chromium with a fresh profile `dir/profile` and these arguments (a
+/// `--screenshot=…` or `--dump-dom` and a URL).
+pub fn headless(dir: &Path, profile: &str, args: &[String]) -> Output {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,800",
+    ])
+    .arg(format!("--user-data-dir={}", dir.join(profile).display()))
+    .args(args);
+    output_with_deadline(c, 120)
+}
+
+/// Asserts `shot` is a PNG of a drawn page (a blank page compresses far smaller).
+pub fn assert_drawn_png(shot: &Path) {
+    let png = std::fs::read(shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 10_000,
+        "a blank page compresses far smaller: {} bytes",
+        png.len()
+    );
+}
+
+/// The last line of a process's stdout that is a JSON object (what the Node test scripts
+/// print), parsed.
+pub fn last_json_line(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| l.starts_with(b"{"))
+            .expect("a JSON line on stdout"),
+    )
+    .unwrap()
+}
