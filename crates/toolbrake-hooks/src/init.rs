@@ -115,11 +115,23 @@ fn entry_command(h: &Value) -> Option<&str> {
 /// Whether a handler command is one of ours (any path to a `toolbrake` binary, for this
 /// dialect).
 pub fn is_ours(command: &str, dialect: Dialect) -> bool {
+    runs(command, dialect, "toolbrake")
+}
+
+/// Whether a handler command is one a build from before the rename installed (any path to
+/// a binary of the project's former name, for this dialect): `install` replaces it and
+/// `remove` removes it ([`crate::former`]).
+pub fn is_former(command: &str, dialect: Dialect) -> bool {
+    runs(command, dialect, crate::former::NAME)
+}
+
+/// Whether `command` runs `<path>/PROGRAM… hook DIALECT`.
+fn runs(command: &str, dialect: Dialect, program: &str) -> bool {
     let words: Vec<&str> = command.split_whitespace().collect();
     words.windows(3).any(|w| {
         let prog = w[0].trim_matches(['"', '\'']);
         let base = prog.rsplit(['/', '\\']).next().unwrap_or(prog);
-        base.starts_with("toolbrake") && w[1] == "hook" && w[2] == dialect.as_str()
+        base.starts_with(program) && w[1] == "hook" && w[2] == dialect.as_str()
     })
 }
 
@@ -163,12 +175,14 @@ fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
         })
 }
 
-/// Adds toolbrake's handler (running `command`) to every event it needs, once.
+/// Adds toolbrake's handler (running `command`) to every event it needs, once. Handlers a
+/// build from before the rename installed ([`is_former`]) are replaced: their program is
+/// gone.
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
-    let mut changes = Changes::default();
     if dialect == Dialect::Cline {
         return Err("Cline's hooks are executable files, not settings".into());
     }
+    let mut changes = remove_where(settings, dialect, is_former)?;
     if matches!(layout(dialect), Layout::Copilot | Layout::Cursor) {
         // Both hosts' hook files carry a format version.
         let root = settings
@@ -223,13 +237,26 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
             }
         };
         arr.push(entry);
-        changes.events.push(event.to_string());
+        if !changes.events.iter().any(|e| e == event) {
+            changes.events.push(event.to_string());
+        }
     }
     Ok(changes)
 }
 
-/// Removes every toolbrake handler of this dialect; groups and events left empty go too.
+/// Removes every toolbrake handler of this dialect, and those a build from before the
+/// rename installed ([`is_former`]); groups and events left empty go too.
 pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String> {
+    remove_where(settings, dialect, |c, d| is_ours(c, d) || is_former(c, d))
+}
+
+/// Removes the handlers of this dialect whose command `matches`; groups and events left
+/// empty go too.
+fn remove_where(
+    settings: &mut Value,
+    dialect: Dialect,
+    matches: impl Fn(&str, Dialect) -> bool,
+) -> Result<Changes, String> {
     let mut changes = Changes::default();
     let Some(root) = settings.as_object_mut() else {
         return Err("the settings file does not hold a JSON object".into());
@@ -251,12 +278,12 @@ pub fn remove(settings: &mut Value, dialect: Dialect) -> Result<Changes, String>
         let before = arr.len();
         let mut touched = false;
         if layout(dialect) != Layout::Groups {
-            arr.retain(|h| !entry_command(h).is_some_and(|c| is_ours(c, dialect)));
+            arr.retain(|h| !entry_command(h).is_some_and(|c| matches(c, dialect)));
         }
         for group in arr.iter_mut().filter(|_| layout(dialect) == Layout::Groups) {
             if let Some(hs) = group.get_mut("hooks").and_then(Value::as_array_mut) {
                 let n = hs.len();
-                hs.retain(|h| !entry_command(h).is_some_and(|c| is_ours(c, dialect)));
+                hs.retain(|h| !entry_command(h).is_some_and(|c| matches(c, dialect)));
                 touched |= hs.len() != n;
             }
         }
@@ -463,6 +490,86 @@ mod tests {
                 || is_ours("/opt/toolbrake hook codex", Dialect::Codex)
         );
         assert!(!is_ours("toolbrake hook claude", Dialect::Codex));
+    }
+}
+
+#[cfg(test)]
+mod former_tests {
+    use super::*;
+    use crate::former::NAME;
+
+    /// Settings as a build from before the rename left them: its handler beside the user's.
+    fn with_former(dialect: Dialect) -> Value {
+        let mut s = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-guard"}]}]}});
+        install(&mut s, dialect, "/usr/local/bin/toolbrake hook x").unwrap();
+        let text = serde_json::to_string(&s).unwrap().replace(
+            "/usr/local/bin/toolbrake hook x",
+            &format!("/home/me/.cargo/bin/{NAME} hook {}", dialect.as_str()),
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn remove_takes_the_hooks_a_build_from_before_the_rename_installed() {
+        for dialect in [
+            Dialect::Claude,
+            Dialect::Codex,
+            Dialect::Gemini,
+            Dialect::Qwen,
+            Dialect::Factory,
+            Dialect::Copilot,
+            Dialect::Cursor,
+        ] {
+            let mut s = with_former(dialect);
+            assert!(serde_json::to_string(&s).unwrap().contains(NAME));
+            let r = remove(&mut s, dialect).unwrap();
+            assert!(!r.is_empty(), "{dialect:?}");
+            let text = serde_json::to_string(&s).unwrap();
+            assert!(!text.contains(NAME), "{dialect:?}: {text}");
+            assert!(
+                text.contains("my-guard"),
+                "{dialect:?}: the user's own hook stays"
+            );
+        }
+    }
+
+    #[test]
+    fn install_replaces_the_former_hooks_with_its_own_once() {
+        for dialect in [
+            Dialect::Claude,
+            Dialect::Codex,
+            Dialect::Gemini,
+            Dialect::Copilot,
+            Dialect::Cursor,
+        ] {
+            let mut s = with_former(dialect);
+            let command = format!("/opt/bin/toolbrake hook {}", dialect.as_str());
+            let c = install(&mut s, dialect, &command).unwrap();
+            assert!(!c.is_empty(), "{dialect:?}");
+            let unique: std::collections::BTreeSet<&String> = c.events.iter().collect();
+            assert_eq!(
+                unique.len(),
+                c.events.len(),
+                "each event named once: {:?}",
+                c.events
+            );
+            let text = serde_json::to_string(&s).unwrap();
+            assert!(!text.contains(NAME), "{dialect:?}: {text}");
+            assert!(
+                text.contains("/opt/bin/toolbrake hook"),
+                "{dialect:?}: {text}"
+            );
+            assert!(text.contains("my-guard"), "{dialect:?}");
+            let again = s.clone();
+            assert!(install(&mut s, dialect, &command).unwrap().is_empty());
+            assert_eq!(s, again);
+        }
+        assert!(is_former(
+            &format!("\"/opt/my tools/{NAME}\" hook claude"),
+            Dialect::Claude
+        ));
+        assert!(!is_former("toolbrake hook claude", Dialect::Claude));
+        assert!(!is_ours(&format!("{NAME} hook claude"), Dialect::Claude));
     }
 }
 

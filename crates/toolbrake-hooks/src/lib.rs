@@ -40,6 +40,7 @@ pub mod cline;
 pub mod copilot;
 pub mod cursor;
 mod factory;
+pub mod former;
 pub mod init;
 
 use serde_json::{json, Value};

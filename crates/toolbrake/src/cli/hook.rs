@@ -350,6 +350,9 @@ pub fn init(
             .into());
         }
     }
+    if dialect == Dialect::Copilot {
+        retire_former_copilot_file(&named)?;
+    }
     let command = hook_command(dialect);
     edit_json(&named, remove, "hooks", |settings| {
         if remove {
@@ -358,6 +361,39 @@ pub fn init(
             hooks_init::install(settings, dialect, &command)
         }
     })
+}
+
+/// GitHub Copilot CLI reads every file in its hooks folder; a build from before the rename
+/// wrote its hooks into one named after the project's former name, beside ours. Its hooks
+/// go (install and `--remove` alike: their program is gone), and the file too when nothing
+/// else is left in it.
+fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
+    let former = ours.with_file_name(format!("{}.json", toolbrake_hooks::former::NAME));
+    let Ok(text) = std::fs::read_to_string(&former) else {
+        return Ok(());
+    };
+    let Ok(mut settings) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(()); // not a hooks file Copilot could read either: not ours to judge
+    };
+    if hooks_init::remove(&mut settings, Dialect::Copilot).map_or(true, |c| c.is_empty()) {
+        return Ok(());
+    }
+    let left = settings
+        .as_object()
+        .is_some_and(|o| o.keys().any(|k| k != "version"));
+    if left {
+        edit_json(&former, true, "hooks", |s| {
+            hooks_init::remove(s, Dialect::Copilot)
+        })?;
+    } else {
+        std::fs::remove_file(&former)
+            .map_err(|e| format!("cannot remove {}: {e}", former.display()))?;
+        outln!(
+            "Removed {}: hooks an earlier build installed under the project's former name.",
+            former.display()
+        );
+    }
+    Ok(())
 }
 
 /// Reads a host's JSON settings file (through a symlink, to its target), applies `edit`,
@@ -446,8 +482,18 @@ fn edit_json(
 const CLINE_MARK: &str = "# Written by `toolbrake init cline`";
 
 fn is_our_cline_file(path: &Path) -> bool {
+    cline_file_marked(path, CLINE_MARK)
+}
+
+/// A Cline hook file a build from before the rename wrote ([`toolbrake_hooks::former`]):
+/// `init` rewrites it and `--remove` deletes it.
+fn is_former_cline_file(path: &Path) -> bool {
+    cline_file_marked(path, &toolbrake_hooks::former::cline_mark())
+}
+
+fn cline_file_marked(path: &Path, mark: &str) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
-        && std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.starts_with(CLINE_MARK)))
+        && std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.starts_with(mark)))
 }
 
 /// `toolbrake init cline`: Cline runs hook *files* named by event from `~/.cline/hooks`
@@ -470,7 +516,7 @@ fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitC
         for event in toolbrake_hooks::cline::EVENTS {
             for name in [event.to_string(), format!("{event}.sh")] {
                 let path = dir.join(&name);
-                if is_our_cline_file(&path) {
+                if is_our_cline_file(&path) || is_former_cline_file(&path) {
                     std::fs::remove_file(&path)
                         .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
                     changed.push(name);
@@ -500,7 +546,11 @@ fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitC
         if is_our_cline_file(&plain) || is_our_cline_file(&sh) {
             continue;
         }
-        let path = if std::fs::symlink_metadata(&plain).is_err() {
+        let path = if is_former_cline_file(&plain) {
+            plain
+        } else if is_former_cline_file(&sh) {
+            sh
+        } else if std::fs::symlink_metadata(&plain).is_err() {
             plain
         } else if std::fs::symlink_metadata(&sh).is_err() {
             sh
@@ -610,24 +660,33 @@ fn plugin_config_file(host: PluginHost, scope: Scope) -> Result<PathBuf, CliErro
 /// folder, or a file in it), if it is one: its `package.json` names `toolbrake` and it has
 /// `opencode.js`.
 fn node_package(spec: &str) -> Option<PathBuf> {
+    node_package_named(spec, "toolbrake")
+}
+
+/// The folder of a Node package called `name` with `opencode.js` that a plugin spec names.
+fn node_package_named(spec: &str, name: &str) -> Option<PathBuf> {
     let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
     let dir = if path.is_file() { path.parent()? } else { path };
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).ok()?).ok()?;
-    (manifest["name"] == "toolbrake" && dir.join("opencode.js").is_file())
-        .then(|| dir.to_path_buf())
+    (manifest["name"] == name && dir.join("opencode.js").is_file()).then(|| dir.to_path_buf())
 }
 
 /// Whether a plugin entry is toolbrake's: its Node package, or a path that was one
-/// (`…/bindings/node`, `…/node_modules/toolbrake`, with or without `/opencode.js`).
+/// (`…/bindings/node`, `…/node_modules/toolbrake`, with or without `/opencode.js`); or the
+/// package of a build from before the rename ([`toolbrake_hooks::former`]), which `init`
+/// re-points and `--remove` removes.
 fn is_our_plugin(spec: &str) -> bool {
-    if node_package(spec).is_some() {
+    let former = toolbrake_hooks::former::NAME;
+    if node_package(spec).is_some() || node_package_named(spec, former).is_some() {
         return true;
     }
     let path = spec.strip_prefix("file://").unwrap_or(spec);
     let path = path.trim_end_matches('/');
     let path = path.strip_suffix("/opencode.js").unwrap_or(path);
-    path.ends_with("/bindings/node") || path.ends_with("/node_modules/toolbrake")
+    path.ends_with("/bindings/node")
+        || path.ends_with("/node_modules/toolbrake")
+        || path.ends_with(&format!("/node_modules/{former}"))
 }
 
 /// `toolbrake init opencode|kilo`: names the Node package's folder in the host's `plugin`
