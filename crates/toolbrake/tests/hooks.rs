@@ -227,11 +227,7 @@ fn init_installs_idempotently_keeps_a_backup_and_removes() {
     let settings = claude_dir.join("settings.json");
     let original = json!({"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-guard"}]}]}});
     std::fs::write(&settings, serde_json::to_string_pretty(&original).unwrap()).unwrap();
-    let init = |args: &[&str]| {
-        let out = bin(&dir).arg("init").args(args).output().unwrap();
-        assert_success(&out);
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let init = |args: &[&str]| init_in(&dir, &dir, args);
     let out = init(&["claude"]);
     assert!(out.contains("Installed toolbrake's hooks into"), "{out}");
     let installed: Value =
@@ -342,16 +338,7 @@ fn init_keeps_the_users_order_and_first_backup_and_finds_the_project_root() {
     let settings = root.join(".claude/settings.json");
     let original = "{\n  \"permissions\": {\"deny\": [\"Bash(rm:*)\"], \"allow\": [\"Bash(ls)\"]},\n  \"env\": {\"ZED\": \"1\", \"ALPHA\": \"2\"},\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-me\"}]}]},\n  \"model\": \"opus\"\n}\n";
     std::fs::write(&settings, original).unwrap();
-    let init = |args: &[&str]| {
-        let out = bin(&dir)
-            .current_dir(&sub)
-            .arg("init")
-            .args(args)
-            .output()
-            .unwrap();
-        assert_success(&out);
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let init = |args: &[&str]| init_in(&dir, &sub, args);
     let out = init(&["claude", "--project"]);
     assert!(
         out.contains(&format!(
@@ -407,20 +394,8 @@ fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
     let dir = tmpdir("hooks", "init-hosts");
     let proj = dir.join("proj");
     std::fs::create_dir_all(proj.join(".git")).unwrap();
-    let init = |args: &[&str]| {
-        let out = bin(&dir)
-            .current_dir(&proj)
-            .env_remove("COPILOT_HOME")
-            .env_remove("CLINE_DIR")
-            .arg("init")
-            .args(args)
-            .output()
-            .unwrap();
-        assert_success(&out);
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let read =
-        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let init = |args: &[&str]| init_in(&dir, &proj, args);
+    let read = read_json;
 
     // GitHub Copilot CLI: a hooks file of toolbrake's own in ~/.copilot/hooks, the event on
     // each command line; a user's file next to it is never touched.

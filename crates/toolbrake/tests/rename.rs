@@ -6,7 +6,7 @@
 mod support;
 use support::*;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Read;
 use std::path::Path;
 use std::process::Command;
@@ -215,24 +215,7 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
     let dir = tmpdir("rename", "init");
     let proj = dir.join("proj");
     std::fs::create_dir_all(proj.join(".git")).unwrap();
-    let init = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-            .env_remove("TOOLBRAKE_CONFIG")
-            .env_remove("COPILOT_HOME")
-            .env_remove("CLINE_DIR")
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_CONFIG_HOME", dir.join("xdg"))
-            .env("HOME", &dir)
-            .current_dir(&proj)
-            .arg("init")
-            .args(args)
-            .output()
-            .unwrap();
-        assert_success(&out);
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let read =
-        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let init = |args: &[&str]| init_in(&dir, &proj, args);
     let former_command = format!("/home/me/.cargo/bin/{FORMER} hook claude");
 
     // Claude Code's settings, as a former build left them: its handlers beside the user's.
@@ -247,7 +230,7 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
     std::fs::write(&settings, serde_json::to_string_pretty(&former).unwrap()).unwrap();
     init(&["claude", "--remove"]);
     assert_eq!(
-        read(&settings),
+        read_json(&settings),
         json!({"model": "opus", "hooks": {"PreToolUse": [user_hook]}}),
         "--remove takes the former hooks and leaves the user's"
     );
@@ -258,7 +241,7 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
         !text.contains(FORMER),
         "install replaces the former hooks: {text}"
     );
-    let now = read(&settings);
+    let now = read_json(&settings);
     assert_eq!(now["hooks"]["PreToolUse"][0], user_hook);
     assert_eq!(now["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
     assert!(now["hooks"]["PreToolUse"][1]["hooks"][0]["command"]
@@ -277,13 +260,13 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
     std::fs::write(&former_file, copilot_former.to_string()).unwrap();
     init(&["copilot"]);
     assert!(!former_file.exists());
-    assert!(read(&hooks.join("toolbrake.json"))["hooks"]["preToolUse"].is_array());
+    assert!(read_json(&hooks.join("toolbrake.json"))["hooks"]["preToolUse"].is_array());
     let mut mixed = copilot_former.clone();
     mixed["hooks"]["postToolUse"] = json!([{"type": "command", "bash": "./audit.sh"}]);
     std::fs::write(&former_file, mixed.to_string()).unwrap();
     init(&["copilot", "--remove"]);
     assert_eq!(
-        read(&former_file),
+        read_json(&former_file),
         json!({"version": 1, "hooks": {"postToolUse": [{"type": "command", "bash": "./audit.sh"}]}})
     );
 
@@ -326,5 +309,5 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
     )
     .unwrap();
     init(&["opencode", "--remove"]);
-    assert_eq!(read(&oc), json!({"plugin": ["opencode-wakatime"]}));
+    assert_eq!(read_json(&oc), json!({"plugin": ["opencode-wakatime"]}));
 }

@@ -72,6 +72,35 @@ pub fn assert_success(out: &Output) {
     );
 }
 
+/// `toolbrake init ARGS` as a user whose home folder is `home` runs it from `cwd`: no
+/// configuration or host folders from the developer's environment, the state under
+/// `home`. Fails the test unless it succeeded; returns what it printed.
+pub fn init_in(home: &Path, cwd: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
+        .env_remove("TOOLBRAKE_CONFIG")
+        .env_remove("TOOLBRAKE_MAX_REPEATS")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .env_remove("COPILOT_HOME")
+        .env_remove("CLINE_DIR")
+        .env("TOOLBRAKE_STATE", home.join("state/state.db"))
+        .env("XDG_CONFIG_HOME", home.join("xdg"))
+        .env("HOME", home)
+        .current_dir(cwd)
+        .arg("init")
+        .args(args)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The JSON a file holds.
+#[track_caller]
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Runs a command with `input` on its stdin (written from another thread, so a command
 /// that answers while it reads never deadlocks) and returns its output.
 pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
