@@ -143,7 +143,7 @@ for i in ("t1", "t2"):
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "claude_agent_sdk", None)
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.claude_agent_sdk", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "toolbrake\[claude-agent-sdk\]"'):
+    with pytest.raises(ImportError, match=r'pip install "\./bindings/python\[claude-agent-sdk\]"'):
         importlib.import_module("toolbrake.integrations.claude_agent_sdk")
 
 

@@ -398,4 +398,4 @@ def test_import_without_crewai_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.crewai", raising=False)
     with pytest.raises(ImportError) as err:
         importlib.import_module("toolbrake.integrations.crewai")
-    assert 'pip install "toolbrake[crewai]"' in str(err.value)
+    assert 'pip install "./bindings/python[crewai]"' in str(err.value)

@@ -467,4 +467,4 @@ def test_import_without_google_adk_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.google_adk", raising=False)
     with pytest.raises(ImportError) as err:
         importlib.import_module("toolbrake.integrations.google_adk")
-    assert 'pip install "toolbrake[google-adk]"' in str(err.value)
+    assert 'pip install "./bindings/python[google-adk]"' in str(err.value)

@@ -555,4 +555,4 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ImportError) as err:
         importlib.import_module("toolbrake.integrations.langchain")
 
-    assert 'pip install "toolbrake[langchain]"' in str(err.value)
+    assert 'pip install "./bindings/python[langchain]"' in str(err.value)

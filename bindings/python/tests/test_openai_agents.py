@@ -320,5 +320,5 @@ def test_a_toolbrake_error_does_not_break_the_run() -> None:
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "agents", None)
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.openai_agents", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "toolbrake\[openai-agents\]"'):
+    with pytest.raises(ImportError, match=r'pip install "\./bindings/python\[openai-agents\]"'):
         importlib.import_module("toolbrake.integrations.openai_agents")

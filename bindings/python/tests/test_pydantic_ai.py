@@ -334,5 +334,5 @@ def test_a_toolbrake_error_does_not_break_the_run() -> None:
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.pydantic_ai", raising=False)
-    with pytest.raises(ImportError, match=r'pip install "toolbrake\[pydantic-ai\]"'):
+    with pytest.raises(ImportError, match=r'pip install "\./bindings/python\[pydantic-ai\]"'):
         importlib.import_module("toolbrake.integrations.pydantic_ai")

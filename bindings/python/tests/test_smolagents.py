@@ -368,4 +368,4 @@ def test_import_without_smolagents_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.smolagents", raising=False)
     with pytest.raises(ImportError) as err:
         importlib.import_module("toolbrake.integrations.smolagents")
-    assert 'pip install "toolbrake[smolagents]"' in str(err.value)
+    assert 'pip install "./bindings/python[smolagents]"' in str(err.value)
