@@ -8,6 +8,7 @@ use support::*;
 
 use serde_json::json;
 use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::Command;
 use toolbrake_hooks::former::NAME as FORMER;
@@ -269,6 +270,26 @@ fn init_replaces_and_removes_what_a_build_under_the_former_name_installed() {
         read_json(&former_file),
         json!({"version": 1, "hooks": {"postToolUse": [{"type": "command", "bash": "./audit.sh"}]}})
     );
+
+    // A FIFO a cloned repository planted at the former file's name in the project is left
+    // alone, and init does not wait on it.
+    let project_hooks = proj.join(".github/hooks");
+    std::fs::create_dir_all(&project_hooks).unwrap();
+    let fifo = project_hooks.join(format!("{FORMER}.json"));
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
+    cmd.env_remove("TOOLBRAKE_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("HOME", &dir)
+        .current_dir(&proj)
+        .args(["init", "copilot", "--project"]);
+    assert_success(&output_with_deadline(cmd, 20));
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(read_json(&project_hooks.join("toolbrake.json"))["hooks"]["preToolUse"].is_array());
 
     // Cline: a former hook file is rewritten as ours, and --remove deletes it; the user's
     // own file of the same event is never touched.

@@ -369,6 +369,12 @@ pub fn init(
 /// else is left in it.
 fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
     let former = ours.with_file_name(format!("{}.json", toolbrake_hooks::former::NAME));
+    // Only a regular file (or a link to one) is read: a FIFO or a device a cloned
+    // repository planted at that name (`init copilot --project`) would hang `init` or fill
+    // its memory, and no build of ours ever wrote one.
+    if !std::fs::metadata(&former).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
     let Ok(text) = std::fs::read_to_string(&former) else {
         return Ok(());
     };
