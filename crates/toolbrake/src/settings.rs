@@ -6,7 +6,12 @@
 //!
 //! Lookup order: `--config PATH`, `$TOOLBRAKE_CONFIG`, `./toolbrake.toml`,
 //! `$XDG_CONFIG_HOME/toolbrake/config.toml` (or `~/.config/toolbrake/config.toml`),
-//! then the built-in defaults.
+//! then the built-in defaults. A project's `./toolbrake.toml` sets everything but the
+//! user-only tables ([`trust`]: `[store]`, `[telemetry]`, `[trust]`), which come from the
+//! user's file unless it trusts the project.
+
+mod trust;
+pub use trust::{Ignored, Origin, USER_ONLY};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -24,6 +29,7 @@ pub const TABLES: &[&str] = &[
     "store",
     "fetch",
     "telemetry",
+    "trust",
 ];
 
 pub use toolbrake_fetch::settings::{fetch_table, FetchSettings};
@@ -44,6 +50,8 @@ pub struct Loaded {
     pub fetch: FetchSettings,
     /// Traces.
     pub telemetry: TelemetrySettings,
+    /// The projects whose own file may set the user-only tables (`[trust] projects`).
+    pub trust: Vec<PathBuf>,
 }
 
 /// Where the configuration came from.
@@ -77,8 +85,14 @@ pub struct Settings {
     pub fetch: FetchSettings,
     /// Traces (`[telemetry]`; the `OTEL_*` environment wins over it).
     pub telemetry: TelemetrySettings,
+    /// The projects the user trusts (`[trust] projects`).
+    pub trust: Vec<PathBuf>,
     /// Where it came from.
     pub source: Source,
+    /// Who chose the file (`None` for the built-in defaults).
+    pub origin: Option<Origin>,
+    /// What a project's file set that only the user may, and was left out.
+    pub ignored: Option<Ignored>,
 }
 
 /// Why the configuration could not be loaded.
@@ -165,17 +179,28 @@ pub fn locate(
     env: &dyn Fn(&str) -> Option<String>,
     cwd: &Path,
 ) -> Option<PathBuf> {
+    locate_origin(explicit, env, cwd).map(|(p, _)| p)
+}
+
+/// [`locate`], and who chose the file.
+pub fn locate_origin(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> Option<(PathBuf, Origin)> {
     if let Some(p) = explicit {
-        return Some(p.to_path_buf());
+        return Some((p.to_path_buf(), Origin::Named));
     }
     if let Some(p) = env("TOOLBRAKE_CONFIG").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
+        return Some((PathBuf::from(p), Origin::Named));
     }
     let local = cwd.join("toolbrake.toml");
     if local.is_file() {
-        return Some(local);
+        return Some((local, Origin::Project));
     }
-    user_file(env).filter(|p| p.is_file())
+    user_file(env)
+        .filter(|p| p.is_file())
+        .map(|p| (p, Origin::User))
 }
 
 /// The user's configuration file, whether or not it exists:
@@ -267,11 +292,20 @@ pub fn from_table(
         store: store_table(table.get("store"))?,
         fetch: fetch_table(table.get("fetch"))?,
         telemetry: telemetry_table(table.get("telemetry"))?,
+        trust: trust::trust_table(table.get("trust"))?,
     })
 }
 
 /// Reads and validates one file.
 pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, LoadError> {
+    load_file_table(path, env).map(|(loaded, _)| loaded)
+}
+
+/// [`load_file`], and the file's parsed table.
+fn load_file_table(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Loaded, toml::Table), LoadError> {
     let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
@@ -289,11 +323,40 @@ pub fn load_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Lo
     let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
         path: path.to_path_buf(),
     })?;
-    parse(&text, env).map_err(|error| LoadError::Invalid {
+    let invalid = |error: ConfigError| LoadError::Invalid {
         path: path.display().to_string(),
         line: line_of(&text, &error.key),
         error,
-    })
+    };
+    let table = parse_toml(&text).map_err(invalid)?;
+    let loaded = from_table(&table, env).map_err(invalid)?;
+    Ok((loaded, table))
+}
+
+/// The user's own configuration: their file when it exists, else the defaults.
+fn load_user(env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, LoadError> {
+    match user_file(env).filter(|p| p.is_file()) {
+        Some(path) => load_file(&path, env),
+        None => parse("", env).map_err(|error| LoadError::Invalid {
+            path: "built-in defaults".into(),
+            line: None,
+            error,
+        }),
+    }
+}
+
+/// Loads the file found by the lookup, confining a project's file to what it may set.
+fn load_found(
+    path: &Path,
+    origin: Origin,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Loaded, Option<Ignored>), LoadError> {
+    if origin != Origin::Project {
+        return load_file(path, env).map(|l| (l, None));
+    }
+    let (project, table) = load_file_table(path, env)?;
+    let user = load_user(env)?;
+    Ok(trust::confine(path, &table, project, &user, env))
 }
 
 /// Loads the configuration by the lookup order, from this process's environment.
@@ -308,15 +371,20 @@ pub fn load_with(
     env: &dyn Fn(&str) -> Option<String>,
     cwd: &Path,
 ) -> Result<Settings, LoadError> {
-    let (loaded, source) = match locate(explicit, env, cwd) {
-        Some(path) => (load_file(&path, env)?, Source::File(path)),
+    let (loaded, ignored, source, origin) = match locate_origin(explicit, env, cwd) {
+        Some((path, origin)) => {
+            let (loaded, ignored) = load_found(&path, origin, env)?;
+            (loaded, ignored, Source::File(path), Some(origin))
+        }
         None => (
             parse("", env).map_err(|error| LoadError::Invalid {
                 path: "built-in defaults".into(),
                 line: None,
                 error,
             })?,
+            None,
             Source::Defaults,
+            None,
         ),
     };
     Ok(Settings {
@@ -325,17 +393,25 @@ pub fn load_with(
         store: loaded.store,
         fetch: loaded.fetch,
         telemetry: loaded.telemetry,
+        trust: loaded.trust,
         source,
+        origin,
+        ignored,
     })
 }
 
 /// The `[store]` settings to use when the configuration cannot be loaded: the defaults,
 /// except `fail_closed` (and the state `path`) when the file parses as TOML and sets them.
-/// A configuration with a typo elsewhere must not turn a fail-closed policy open.
+/// A configuration with a typo elsewhere must not turn a fail-closed policy open. A
+/// project's file names no store: the user's file is read for them instead.
 pub fn store_settings_of_broken(explicit: Option<&Path>) -> StoreSettings {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let mut s = StoreSettings::default();
-    let Some(path) = locate(explicit, &process_env, &cwd) else {
+    let path = match locate_origin(explicit, &process_env, &cwd) {
+        Some((_, Origin::Project)) => user_file(&process_env).filter(|p| p.is_file()),
+        found => found.map(|(p, _)| p),
+    };
+    let Some(path) = path else {
         return s;
     };
     let Ok(meta) = std::fs::metadata(&path) else {
@@ -467,6 +543,7 @@ mod tests {
 #[derive(Debug)]
 pub struct Watcher {
     path: PathBuf,
+    origin: Origin,
     stamp: Option<Stamp>,
     /// The configuration last loaded, to tell which tables an edit changed.
     current: Loaded,
@@ -542,6 +619,9 @@ fn changed_tables(a: &Loaded, b: &Loaded) -> Vec<&'static str> {
     if a.telemetry != b.telemetry {
         changed.push("telemetry");
     }
+    if a.trust != b.trust {
+        changed.push("trust");
+    }
     changed
 }
 
@@ -562,6 +642,7 @@ impl Watcher {
         match &settings.source {
             Source::File(path) => Some(Watcher {
                 path: path.clone(),
+                origin: settings.origin.unwrap_or(Origin::Named),
                 stamp: stamp_of(path),
                 current: Loaded {
                     engine: settings.engine.clone(),
@@ -569,6 +650,7 @@ impl Watcher {
                     store: settings.store.clone(),
                     fetch: settings.fetch.clone(),
                     telemetry: settings.telemetry.clone(),
+                    trust: settings.trust.clone(),
                 },
                 applies: applies.to_vec(),
             }),
@@ -585,8 +667,8 @@ impl Watcher {
             return Reload::Unchanged;
         }
         self.stamp = now;
-        let loaded = match load_file(&self.path, &process_env) {
-            Ok(l) => l,
+        let loaded = match load_found(&self.path, self.origin, &process_env) {
+            Ok((l, _)) => l,
             Err(e) => {
                 return Reload::Rejected(format!(
                     "toolbrake: {e}; keeping the previous configuration"

@@ -9,6 +9,9 @@ use toolbrake_config::ConfigToml;
 pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(path)?;
     outln!("# ok: configuration from {}", s.source);
+    if let Some(ignored) = &s.ignored {
+        outln!("# {}", ignored.message());
+    }
     out!("{}", s.engine.to_toml());
     outln!(
         "\n[protocol]\nmax_line_bytes = {}",
@@ -17,6 +20,14 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     out!("\n{}", s.store.to_toml());
     out!("\n{}", s.fetch.to_toml());
     out!("\n{}", s.telemetry.to_toml());
+    if !s.trust.is_empty() {
+        let projects: Vec<String> = s
+            .trust
+            .iter()
+            .map(|p| format!("{:?}", p.display().to_string()))
+            .collect();
+        outln!("\n[trust]\nprojects = [{}]", projects.join(", "));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -52,12 +52,13 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         Ok(_) => None,
     };
     let loaded = settings::load(config);
-    let (engine, store_settings, telemetry, cfg_error) = match loaded {
-        Ok(s) => (Engine::new(s.engine), s.store, s.telemetry, None),
+    let (engine, store_settings, telemetry, ignored, cfg_error) = match loaded {
+        Ok(s) => (Engine::new(s.engine), s.store, s.telemetry, s.ignored, None),
         Err(e) => (
             Engine::default(),
             settings::store_settings_of_broken(config),
             TelemetrySettings::default(),
+            None,
             Some(e),
         ),
     };
@@ -66,7 +67,19 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         .parent()
         .map(|d| d.join("hook.log"))
         .unwrap_or_else(|| PathBuf::from("hook.log"));
-    let cfg_message = cfg_error.as_ref().map(|e| e.to_string());
+    // What the user is told once per session: the configuration is broken, or a project's
+    // file set what only the user may.
+    let broken = cfg_error.is_some();
+    let notice = match &cfg_error {
+        Some(e) => Some((
+            e.to_string(),
+            config_message(&e.to_string(), store_settings.fail_closed),
+        )),
+        None => ignored.map(|i| {
+            let m = i.message();
+            (m.clone(), m)
+        }),
+    };
     let store = match (cfg_error, &early) {
         (Some(e), _) => Err(Unavailable::Configuration(Box::new(e))),
         (None, Some(_)) => Err(Unavailable::PayloadUnread),
@@ -93,7 +106,8 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         None => handle_event(dialect, event, &input, &ctx),
     };
     let mut stdout_text = reply.stdout.clone();
-    if let Some(e) = &cfg_message {
+    let mut warnings = reply.warnings;
+    if let Some((key, message)) = &notice {
         let session = serde_json::from_slice::<serde_json::Value>(&input)
             .ok()
             .and_then(|v| {
@@ -103,11 +117,11 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        if first_warning(&log_path, &session, e) {
-            stdout_text = Some(with_system_message(
-                stdout_text.as_deref(),
-                &config_message(e, store_settings.fail_closed),
-            ));
+        if first_warning(&log_path, &session, key) {
+            stdout_text = Some(with_system_message(stdout_text.as_deref(), message));
+            if !broken {
+                warnings.push(message.clone());
+            }
         }
     }
     if let Some(out) = &stdout_text {
@@ -115,7 +129,6 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         let _ = writeln!(stdout, "{out}");
         let _ = stdout.flush();
     }
-    let mut warnings = reply.warnings;
     warnings.extend(trace_problem);
     if !warnings.is_empty() {
         for w in &warnings {

@@ -306,6 +306,9 @@ pub fn serve(
 ) -> Result<ExitCode, CliError> {
     let telemetry = super::operate::Telemetry::new(operate)?;
     let s = settings::load(config)?;
+    if let Some(ignored) = &s.ignored {
+        telemetry.warn(&ignored.message());
+    }
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     let traces = telemetry.traces(&s.telemetry, "serve");
     let mut processor = Processor::new(Engine::new(s.engine.clone()), store)
