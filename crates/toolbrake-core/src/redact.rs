@@ -16,7 +16,8 @@
 //!   (`token_count`, `password_reset`, `--token-file`: see [`NOT_A_CREDENTIAL`]);
 //! - [`SHAPES`]: credentials recognisable by their form wherever they appear: PEM private
 //!   keys, `Bearer`/`Basic` credentials, provider tokens (`sk-…`, `ghp_…`, `hf_…`,
-//!   `rk_live_…`, `xoxb-…`, `AKIA…`, JWTs…), webhook URLs, URL user info, and passwords
+//!   `rk_live_…`, `xoxb-…`, `AKIA…`, JWTs…), webhook URLs (with or without their scheme:
+//!   a `net:` fingerprint names a URL without it), URL user info, and passwords
 //!   given on a command line (`mysql -pPASS`, `sshpass -p PASS`, `curl -u user:PASS`).
 //!
 //! Both tables are scanned for literal anchors first (one Aho-Corasick pass each), so a
@@ -206,13 +207,13 @@ pub const SHAPES: &[Shape] = &[
     Shape {
         name: "slack webhook",
         anchors: &["hooks.slack.com/"],
-        pattern: r"(?i:https?://hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<s>[A-Za-z0-9/_-]+)",
+        pattern: r"(?i:(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<s>[A-Za-z0-9/_-]+)",
         check: None,
     },
     Shape {
         name: "discord webhook",
         anchors: &["/api/webhooks/"],
-        pattern: r"(?i:https?://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/(?P<s>[A-Za-z0-9_-]+)",
+        pattern: r"(?i:(?:https?://)?(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/(?P<s>[A-Za-z0-9_-]+)",
         check: None,
     },
     Shape {

@@ -118,6 +118,9 @@ pub const CREDENTIAL_CASES: &[CredentialCase] = &[
     case("slack token", "app xapp-1-A0FAKE-0123456789-abcdef ready", "A0FAKE-0123456789"),
     case("slack webhook", "post to https://hooks.slack.com/services/T00FAKE00/B00FAKE00/FakeSlackHook0123456789 now", "FakeSlackHook0123456789"),
     case("discord webhook", "https://discord.com/api/webhooks/123456789012345678/FakeDiscordHook_0123456789", "FakeDiscordHook_0123456789"),
+    // As a `net:` fingerprint names them: without the scheme.
+    case("slack webhook", "net:hooks.slack.com/services/T00FAKE00/B00FAKE00/FakeSlackNet0123 3/3", "FakeSlackNet0123"),
+    case("discord webhook", "net:discord.com/api/webhooks/123456789012345678/FakeDiscordNet_0123 3/3", "FakeDiscordNet_0123"),
     case("aws access key id", "found AKIAFAKEFAKE01234567 in env", "AKIAFAKEFAKE01234567"),
     case("google api key", "maps AIzaFakeGoogle0123456789abcdefghijklmno", "FakeGoogle0123456789abcdefghijklmno"),
     case("npm token", "npm_FakeNpmToken0123456789abcdefghijklmn published", "FakeNpmToken0123456789abcdefghijklmn"),
