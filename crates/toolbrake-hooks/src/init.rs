@@ -112,10 +112,22 @@ fn entry_command(h: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Whether a handler command is one of ours (any path to a `toolbrake` binary, for this
-/// dialect).
+/// The handler command `init` writes: the program's path as one POSIX shell word (every
+/// host runs a hook command through `sh -c` or `bash -c`, and Cline's hook files through
+/// `sh`), then `hook DIALECT`. A path with quotes, `$(…)`, backticks, spaces or any other
+/// character a shell reads is single-quoted; a plain one stays bare. `Err` for a path
+/// holding a NUL byte, which no shell word can carry.
+pub fn command_for(program: &str, dialect: Dialect) -> Result<String, String> {
+    let word = shlex::try_quote(program)
+        .map_err(|_| format!("the program's path {program:?} holds a NUL byte"))?;
+    Ok(format!("{word} hook {}", dialect.as_str()))
+}
+
+/// Whether a handler command is one of ours: exactly what `init` writes (any path to a
+/// `toolbrake` binary, for this dialect). A user's command that merely mentions it
+/// (`echo 'toolbrake hook claude …'`, `audit.sh && toolbrake hook claude`) is not.
 pub fn is_ours(command: &str, dialect: Dialect) -> bool {
-    runs(command, dialect, "toolbrake")
+    program_of(command, dialect, "toolbrake").is_some()
 }
 
 /// Whether a handler command is one a build from before the rename installed (any path to
@@ -127,12 +139,23 @@ pub fn is_former(command: &str, dialect: Dialect) -> bool {
 
 /// Whether `command` runs `<path>/PROGRAM… hook DIALECT`.
 fn runs(command: &str, dialect: Dialect, program: &str) -> bool {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    words.windows(3).any(|w| {
-        let prog = w[0].trim_matches(['"', '\'']);
-        let base = prog.rsplit(['/', '\\']).next().unwrap_or(prog);
-        base.starts_with(program) && w[1] == "hook" && w[2] == dialect.as_str()
-    })
+    program_of(command, dialect, program).is_some()
+}
+
+/// The program's path when `command`, read as the shell reads it, is exactly
+/// `PATH hook DIALECT` (GitHub Copilot CLI's with its event after) and PATH names a file
+/// called `name` (or `name.exe`): a command as `init` writes it, never one that only
+/// mentions it.
+fn program_of(command: &str, dialect: Dialect, name: &str) -> Option<String> {
+    let mut words = shlex::split(command)?;
+    let n = words.len();
+    let shape = n == 3 || (n == 4 && layout(dialect) == Layout::Copilot);
+    if !shape || words[1] != "hook" || words[2] != dialect.as_str() {
+        return None;
+    }
+    let prog = words.swap_remove(0);
+    let base = prog.rsplit(['/', '\\']).next().unwrap_or(&prog);
+    (base == name || base.strip_suffix(".exe") == Some(name)).then_some(prog)
 }
 
 /// What an install or removal changed.
@@ -175,14 +198,18 @@ fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
         })
 }
 
-/// Adds toolbrake's handler (running `command`) to every event it needs, once. Handlers a
-/// build from before the rename installed ([`is_former`]) are replaced: their program is
-/// gone.
+/// Adds toolbrake's handler (running `command`, as [`command_for`] makes it) to every
+/// event it needs, once. A handler of ours that runs another program (the binary moved or
+/// was reinstalled elsewhere) is re-pointed, and those a build from before the rename
+/// installed ([`is_former`]) are replaced: their program is gone.
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
     if dialect == Dialect::Cline {
         return Err("Cline's hooks are executable files, not settings".into());
     }
-    let mut changes = remove_where(settings, dialect, is_former)?;
+    let wanted = program_of(command, dialect, "toolbrake");
+    let mut changes = remove_where(settings, dialect, |c, d| {
+        is_former(c, d) || program_of(c, d, "toolbrake").is_some_and(|p| Some(p) != wanted)
+    })?;
     if matches!(layout(dialect), Layout::Copilot | Layout::Cursor) {
         // Both hosts' hook files carry a format version.
         let root = settings

@@ -40,6 +40,47 @@ pub fn write_target(path: &Path) -> io::Result<PathBuf> {
     )))
 }
 
+/// Reads a file people keep as text, `Ok(None)` when there is none. Only a regular file (or
+/// a link to one) is read, and at most `cap` bytes: a FIFO planted at its name is opened
+/// without waiting for a writer and refused, as is a device (`/dev/zero`), a folder, a
+/// larger file, or one that is not UTF-8, each with an error saying so.
+pub fn read_regular(path: &Path, cap: u64) -> io::Result<Option<String>> {
+    use std::io::Read;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    let too_large = |n: u64| io::Error::other(format!("it is {n} bytes; the limit is {cap}"));
+    if meta.len() > cap {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "it is not UTF-8 text"))
+}
+
+/// Whether an existing file's owner may not write it (the user made it read-only).
+pub fn is_read_only(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().readonly())
+}
+
 /// The permission bits of an existing file (`None` when it does not exist, or off Unix).
 pub fn mode_of(path: &Path) -> Option<u32> {
     #[cfg(unix)]

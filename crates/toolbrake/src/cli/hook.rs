@@ -327,22 +327,30 @@ fn on_path_is_self(this: &Path) -> bool {
         .is_some_and(|c| c == this)
 }
 
-fn hook_command(dialect: Dialect) -> String {
+/// The command the hosts run: this program (by name when `PATH` finds it, else its path
+/// as one shell word), `hook`, the dialect.
+fn hook_command(dialect: Dialect) -> Result<String, CliError> {
     let this = std::env::current_exe()
         .ok()
         .and_then(|p| p.canonicalize().ok());
     let exe = match &this {
         Some(p) if on_path_is_self(p) => "toolbrake".to_string(),
-        Some(p) => p.display().to_string(),
+        Some(p) => p
+            .to_str()
+            .ok_or_else(|| {
+                format!(
+                    "this program's path {} is not UTF-8, which the hosts' settings files cannot hold; install it elsewhere",
+                    p.display()
+                )
+            })?
+            .to_string(),
         None => "toolbrake".to_string(),
     };
-    let exe = if exe.contains(char::is_whitespace) {
-        format!("\"{exe}\"")
-    } else {
-        exe
-    };
-    format!("{exe} hook {}", dialect.as_str())
+    Ok(hooks_init::command_for(&exe, dialect)?)
 }
+
+/// The largest settings file `init` reads (a host's settings are a few kilobytes).
+const MAX_SETTINGS_BYTES: u64 = 4 << 20;
 
 pub fn init(
     config: Option<&Path>,
@@ -366,14 +374,20 @@ pub fn init(
     if dialect == Dialect::Copilot {
         retire_former_copilot_file(&named)?;
     }
-    let command = hook_command(dialect);
-    edit_json(&named, remove, "hooks", |settings| {
-        if remove {
-            hooks_init::remove(settings, dialect)
-        } else {
-            hooks_init::install(settings, dialect, &command)
-        }
-    })
+    let command = hook_command(dialect)?;
+    edit_json(
+        &named,
+        remove,
+        "hooks",
+        (!remove).then_some(command.as_str()),
+        |settings| {
+            if remove {
+                hooks_init::remove(settings, dialect)
+            } else {
+                hooks_init::install(settings, dialect, &command)
+            }
+        },
+    )
 }
 
 /// GitHub Copilot CLI reads every file in its hooks folder; a build from before the rename
@@ -401,7 +415,7 @@ fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
         .as_object()
         .is_some_and(|o| o.keys().any(|k| k != "version"));
     if left {
-        edit_json(&former, true, "hooks", |s| {
+        edit_json(&former, true, "hooks", None, |s| {
             hooks_init::remove(s, Dialect::Copilot)
         })?;
     } else {
@@ -422,6 +436,7 @@ fn edit_json(
     named: &Path,
     remove: bool,
     what: &str,
+    runs: Option<&str>,
     edit: impl FnOnce(&mut serde_json::Value) -> Result<hooks_init::Changes, String>,
 ) -> Result<ExitCode, CliError> {
     // A symlinked settings file (dotfiles repositories do this) is updated where it points.
@@ -434,11 +449,10 @@ fn edit_json(
         })?,
         _ => named.to_path_buf(),
     };
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
-    };
+    // Only a regular file, and a settings file's size: a link to /dev/zero or a FIFO a
+    // cloned repository planted (`init --project`) is refused, never read for ever.
+    let existing = toolbrake::files::read_regular(&path, MAX_SETTINGS_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}; nothing was changed", path.display()))?;
     let mut settings: serde_json::Value = match &existing {
         Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
             format!(
@@ -459,6 +473,13 @@ fn edit_json(
             if remove { "without" } else { "has" },
         );
     } else {
+        if existing.is_some() && toolbrake::files::is_read_only(&path) {
+            return Err(format!(
+                "{} is read-only: toolbrake does not replace a file you made read-only. Make it writable (chmod u+w) and run init again; nothing was changed.",
+                path.display()
+            )
+            .into());
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -492,8 +513,12 @@ fn edit_json(
             path.display(),
             changes.events.join(", ")
         );
+        // Only what changed is shown: the rest of the file is the user's own, and can hold
+        // credentials (API keys under "env").
+        if let Some(runs) = runs {
+            outln!("Each runs: {runs}");
+        }
     }
-    out!("{}", hooks_init::render(existing.as_deref(), &settings));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -512,7 +537,8 @@ fn is_former_cline_file(path: &Path) -> bool {
 
 fn cline_file_marked(path: &Path, mark: &str) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
-        && std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l.starts_with(mark)))
+        && toolbrake::files::read_regular(path, MAX_SETTINGS_BYTES)
+            .is_ok_and(|t| t.is_some_and(|t| t.lines().any(|l| l.starts_with(mark))))
 }
 
 /// `toolbrake init cline`: Cline runs hook *files* named by event from `~/.cline/hooks`
@@ -557,15 +583,25 @@ fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitC
         return Ok(ExitCode::SUCCESS);
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let command = hook_command(Dialect::Cline);
+    let command = hook_command(Dialect::Cline)?;
     let mut skipped = Vec::new();
     for event in toolbrake_hooks::cline::EVENTS {
         let plain = dir.join(event);
         let sh = dir.join(format!("{event}.sh"));
-        if is_our_cline_file(&plain) || is_our_cline_file(&sh) {
-            continue;
+        let script = format!(
+            "#!/bin/sh\n{CLINE_MARK}: Cline runs this file for its {event} hook; `toolbrake init cline --remove` deletes it.\nexec {command}\n"
+        );
+        let ours = [&plain, &sh].into_iter().find(|p| is_our_cline_file(p));
+        // Ours as it would be written now: nothing to do. Ours running another program
+        // (the binary moved): re-pointed in place.
+        if let Some(p) = ours {
+            if std::fs::read_to_string(p).is_ok_and(|t| t == script) {
+                continue;
+            }
         }
-        let path = if is_former_cline_file(&plain) {
+        let path = if let Some(p) = ours {
+            p.clone()
+        } else if is_former_cline_file(&plain) {
             plain
         } else if is_former_cline_file(&sh) {
             sh
@@ -577,9 +613,6 @@ fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitC
             skipped.push(event.to_string());
             continue;
         };
-        let script = format!(
-            "#!/bin/sh\n{CLINE_MARK}: Cline runs this file for its {event} hook; `toolbrake init cline --remove` deletes it.\nexec {command}\n"
-        );
         toolbrake::files::replace_own(&path, script.as_bytes(), Some(0o755))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         changed.push(
@@ -718,7 +751,7 @@ pub fn init_plugin(
 ) -> Result<ExitCode, CliError> {
     let file = plugin_config_file(host, scope)?;
     if remove {
-        return edit_json(&file, true, "plugin", |settings| {
+        return edit_json(&file, true, "plugin", None, |settings| {
             hooks_init::plugin::remove(settings, is_our_plugin)
         });
     }
@@ -753,7 +786,7 @@ pub fn init_plugin(
         .into());
     }
     let spec = dir.display().to_string();
-    edit_json(&file, false, "plugin", |settings| {
+    edit_json(&file, false, "plugin", Some(&spec), |settings| {
         hooks_init::plugin::install(settings, &spec, is_our_plugin)
     })
 }
