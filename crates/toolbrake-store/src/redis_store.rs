@@ -31,13 +31,29 @@
 //! Expiry: every write sets the key's TTL to `idle_ttl`, so idle sessions expire in Redis.
 //! Reconnection: a connection that fails is dropped and the next operation connects again,
 //! so a long-lived process survives a Redis restart without restarting itself.
+//!
+//! Time: one deadline per store operation ([`Deadline`]). An update (its retries included),
+//! a read or a removal waits at most the larger of `connect_timeout` and `command_timeout`
+//! in all, however many replies it awaits: connecting (TCP to each of the host's addresses
+//! in turn, TLS, `AUTH`, `SELECT`, the client's name) gives up `connect_timeout` after the
+//! operation started, and its commands `command_timeout` after they began, never past the
+//! operation's deadline. The client library awaits every reply of a pipeline for the
+//! whole timeout (a hung server that still accepts connections held a hook for twice
+//! `connect_timeout`, one for each reply of the connection's setup, and an open connection
+//! for twice `command_timeout` at `WATCH`+`GET`), so on one server the store connects and
+//! awaits replies itself ([`Until`]). On a cluster the deadline bounds
+//! each step the store takes; the cluster client's own redirections and reconnections
+//! within a step keep its per-reply timeouts. Listing and counting (`list`, `counters`,
+//! the scans) read many keys and give each round trip a deadline of its own.
 
 use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use redis::cluster_routing::Slot;
 use redis::Value as RValue;
+use std::cell::OnceCell;
 use std::collections::HashMap;
+use std::net::ToSocketAddrs;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use toolbrake_core::SessionState;
 
 /// Optimistic retries before an update gives up (each retry follows a real conflict).
@@ -52,9 +68,13 @@ pub struct RedisOptions {
     pub key_prefix: String,
     /// Sessions idle longer than this expire (the keys' TTL).
     pub idle_ttl: Duration,
-    /// Connecting gives up after this long.
+    /// Connecting (TCP, TLS, authentication, database) gives up this long after the
+    /// operation that connects started. A store operation, connecting included, never
+    /// waits longer than the larger of this and `command_timeout` in all.
     pub connect_timeout: Duration,
-    /// A command waiting longer than this fails.
+    /// A store operation's commands (an update's `WATCH`/`GET` and `MULTI`…`EXEC`, or its
+    /// script, retries included) give up this long after they began, in all: not per
+    /// reply.
     pub command_timeout: Duration,
     /// Username when the URL has none.
     pub username: Option<String>,
@@ -83,7 +103,8 @@ impl Default for RedisOptions {
 /// The connection(s) of a store: one server, or a cluster.
 enum Backend {
     Single {
-        client: redis::Client,
+        /// Where and how to connect (credentials included: never shown).
+        info: redis::ConnectionInfo,
         conn: Mutex<Option<redis::Connection>>,
     },
     Cluster {
@@ -211,10 +232,11 @@ impl RedisStore {
             }
         }
         info = info.set_redis_settings(redis_info);
-        let client = redis::Client::open(info).map_err(|e| StoreError::caused(name.clone(), e))?;
+        // What the client would refuse, refused now (nothing is contacted).
+        redis::Client::open(info.clone()).map_err(|e| StoreError::caused(name.clone(), e))?;
         Ok(RedisStore {
             backend: Backend::Single {
-                client,
+                info,
                 conn: Mutex::new(None),
             },
             opts,
@@ -312,9 +334,34 @@ impl RedisStore {
 
     /// Connecting failed; the client's error stays reachable through `source()`.
     fn cannot_connect(&self, e: redis::RedisError) -> StoreError {
+        let message = if e.is_timeout() {
+            format!(
+                "cannot connect: no answer within connect_timeout ({})",
+                humantime::format_duration(self.opts.connect_timeout)
+            )
+        } else {
+            format!("cannot connect: {e}")
+        };
         StoreError::Unavailable {
             store: self.name.clone(),
-            message: format!("cannot connect: {e}"),
+            message,
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A command failed; a timeout names the setting that bounds it.
+    fn command_failed(&self, e: redis::RedisError) -> StoreError {
+        if !e.is_timeout() {
+            return self.caused(e);
+        }
+        let (connect, command) = (self.opts.connect_timeout, self.opts.command_timeout);
+        StoreError::Unavailable {
+            store: self.name.clone(),
+            message: format!(
+                "no answer in time (command_timeout {}; a store operation waits at most {} in all)",
+                humantime::format_duration(command),
+                humantime::format_duration(connect.max(command))
+            ),
             source: Some(Box::new(e)),
         }
     }
@@ -328,31 +375,40 @@ impl RedisStore {
         self.opts.idle_ttl.as_millis().clamp(1, u64::MAX as u128) as u64
     }
 
-    /// Runs `f` on a live connection (one server's, or the cluster's); a connection that
-    /// failed is dropped so the next call reconnects.
+    /// Runs `f` on a live connection (one server's, or the cluster's) within a deadline
+    /// of its own: one round trip of a listing or a count.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
+        self.with_conn_by(&Deadline::new(&self.opts), f)
+    }
+
+    /// Runs `f` on a live connection (one server's, or the cluster's), connecting first
+    /// when there is none, all within the operation's `deadline`; a connection that
+    /// failed is dropped so the next call reconnects.
+    fn with_conn_by<T>(
+        &self,
+        deadline: &Deadline,
+        f: impl FnOnce(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
         match &self.backend {
-            Backend::Single { client, conn } => {
+            Backend::Single { info, conn } => {
                 let mut guard: MutexGuard<'_, Option<redis::Connection>> =
                     conn.lock().unwrap_or_else(|e| e.into_inner());
                 if guard.is_none() {
-                    let c = client
-                        .get_connection_with_timeout(self.opts.connect_timeout)
-                        .map_err(|e| self.cannot_connect(e))?;
-                    c.set_read_timeout(Some(self.opts.command_timeout))
-                        .map_err(|e| self.caused(e))?;
-                    c.set_write_timeout(Some(self.opts.command_timeout))
-                        .map_err(|e| self.caused(e))?;
+                    let c =
+                        connect(info, deadline.connect_by).map_err(|e| self.cannot_connect(e))?;
                     *guard = Some(c);
                 }
+                let by = deadline.commands_by();
                 let c = guard.as_mut().expect("connected above");
-                let r = f(c);
+                let r = f(&mut Until { conn: c, by });
                 self.settle(r, &mut guard, |c| {
                     // Leave no WATCH behind on a connection we keep.
-                    let _ = redis::cmd("UNWATCH").exec(c);
+                    redis::cmd("UNWATCH")
+                        .exec(&mut Until { conn: c, by })
+                        .is_ok()
                 })
             }
             Backend::Cluster { client, conn } => {
@@ -365,18 +421,25 @@ impl RedisStore {
                     *guard = Some(c);
                 }
                 let c = guard.as_mut().expect("connected above");
-                let r = f(c);
-                self.settle(r, &mut guard, |_| {})
+                // Each reply the cluster client awaits: at most what is left.
+                let r = left(deadline.commands_by()).and_then(|left| {
+                    let bound = Some(left.min(self.opts.command_timeout));
+                    c.set_read_timeout(bound)?;
+                    c.set_write_timeout(bound)?;
+                    f(c)
+                });
+                self.settle(r, &mut guard, |_| true)
             }
         }
     }
 
-    /// The result of one operation; a broken connection is dropped for the next call.
+    /// The result of one operation; a broken connection (or one `keep` could not clean)
+    /// is dropped for the next call.
     fn settle<T, C>(
         &self,
         r: redis::RedisResult<T>,
         guard: &mut Option<C>,
-        keep: impl FnOnce(&mut C),
+        keep: impl FnOnce(&mut C) -> bool,
     ) -> Result<T, StoreError> {
         match r {
             Ok(v) => Ok(v),
@@ -388,9 +451,11 @@ impl RedisStore {
                 {
                     *guard = None;
                 } else if let Some(c) = guard.as_mut() {
-                    keep(c);
+                    if !keep(c) {
+                        *guard = None;
+                    }
                 }
-                Err(self.caused(e))
+                Err(self.command_failed(e))
             }
         }
     }
@@ -431,9 +496,11 @@ impl Store for RedisStore {
         let cas = redis::Script::new(CAS);
         let cas_count = redis::Script::new(CAS_COUNT);
         let mut tally = Tally::new();
+        // One deadline for every attempt.
+        let deadline = Deadline::new(&self.opts);
         for attempt in 0..MAX_RETRIES {
             let committed = if cluster {
-                self.with_conn(|c| {
+                self.with_conn_by(&deadline, |c| {
                     let current: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(c)?;
                     let bytes = self.next_state(current.as_deref(), f, &mut tally)?;
                     let script = if tally.is_empty() { &cas } else { &cas_count };
@@ -459,7 +526,7 @@ impl Store for RedisStore {
                     Ok(done == 1)
                 })?
             } else {
-                self.with_conn(|c| {
+                self.with_conn_by(&deadline, |c| {
                     let (current,): (Option<Vec<u8>>,) = redis::pipe()
                         .cmd("WATCH")
                         .arg(&key)
@@ -713,4 +780,246 @@ impl RedisStore {
         let v = c.route_command(cmd, routing).map_err(|e| self.caused(e))?;
         redis::FromRedisValue::from_redis_value(v).map_err(|e| self.caused(e))
     }
+}
+
+/// When one store operation must be done: connecting by `connect_by`, its commands by
+/// [`Deadline::commands_by`], both never past the operation's deadline (the larger of
+/// `connect_timeout` and `command_timeout` after it started).
+struct Deadline {
+    /// The operation's deadline.
+    by: Instant,
+    /// Connecting gives up then.
+    connect_by: Instant,
+    command_timeout: Duration,
+    /// Set when the first command is sent.
+    commands_by: OnceCell<Instant>,
+}
+
+/// `d` after `t`, or a year after when that is past what an `Instant` holds.
+fn after(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .unwrap_or_else(|| t + Duration::from_secs(365 * 24 * 3600))
+}
+
+impl Deadline {
+    fn new(opts: &RedisOptions) -> Self {
+        let now = Instant::now();
+        let by = after(now, opts.connect_timeout.max(opts.command_timeout));
+        Deadline {
+            by,
+            connect_by: after(now, opts.connect_timeout).min(by),
+            command_timeout: opts.command_timeout,
+            commands_by: OnceCell::new(),
+        }
+    }
+
+    /// The commands' deadline: `command_timeout` after the first of them, at the latest
+    /// the operation's.
+    fn commands_by(&self) -> Instant {
+        *self
+            .commands_by
+            .get_or_init(|| after(Instant::now(), self.command_timeout).min(self.by))
+    }
+}
+
+/// What is left until `by`, or a timeout error once it has passed.
+fn left(by: Instant) -> redis::RedisResult<Duration> {
+    let left = by.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the store operation's deadline passed",
+        )
+        .into());
+    }
+    Ok(left)
+}
+
+/// A server's connection whose every write and reply is awaited only until `by`: the
+/// client's own `Connection` awaits each reply of a pipeline for the whole timeout.
+struct Until<'c> {
+    conn: &'c mut redis::Connection,
+    by: Instant,
+}
+
+impl Until<'_> {
+    fn send(&mut self, bytes: &[u8]) -> redis::RedisResult<()> {
+        self.conn.set_write_timeout(Some(left(self.by)?))?;
+        self.conn.send_packed_command(bytes)
+    }
+
+    /// The next reply (push messages, which are no reply, skipped).
+    fn reply(&mut self) -> redis::RedisResult<RValue> {
+        loop {
+            self.conn.set_read_timeout(Some(left(self.by)?))?;
+            match self.conn.recv_response()? {
+                RValue::Push { .. } => continue,
+                v => return Ok(v),
+            }
+        }
+    }
+}
+
+impl redis::ConnectionLike for Until<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<RValue> {
+        self.send(cmd)?;
+        self.reply()
+    }
+
+    /// The replies from `offset` on; a server error among the first `offset` (the
+    /// commands a transaction queued) fails the whole, once every reply is read. A
+    /// timeout or broken connection stops at once (the caller drops the connection).
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<RValue>> {
+        self.send(cmd)?;
+        let mut out = Vec::with_capacity(count);
+        let mut queued_error = None;
+        for i in 0..offset + count {
+            match self.reply()? {
+                RValue::ServerError(e) if i < offset => {
+                    queued_error.get_or_insert(e);
+                }
+                v if i >= offset => out.push(v),
+                _ => {}
+            }
+        }
+        match queued_error {
+            Some(e) => Err(e.into()),
+            None => Ok(out),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
+    }
+}
+
+/// Connects to one server by `by`: TCP to each of the host's addresses in turn with what
+/// is left (TLS with it), then the setup (`AUTH`, `SELECT`, the client's name) through
+/// [`Until`]. The client library would give each address the whole timeout and await each
+/// reply of its setup for it too.
+fn connect(info: &redis::ConnectionInfo, by: Instant) -> redis::RedisResult<redis::Connection> {
+    let settings = info.redis_settings();
+    let resp3 = settings.protocol().supports_resp3();
+    // Nothing for the library to set up but, with RESP3, its HELLO (which authenticates,
+    // in one reply).
+    let mut bare = redis::RedisConnectionInfo::default()
+        .set_protocol(settings.protocol())
+        .set_skip_set_lib_name();
+    if resp3 {
+        if let Some(u) = settings.username() {
+            bare = bare.set_username(u);
+        }
+        if let Some(p) = settings.password() {
+            bare = bare.set_password(p);
+        }
+    }
+    let bare = info.clone().set_redis_settings(bare);
+    let mut conn = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => {
+            let mut last = None;
+            let mut found = None;
+            for addr in (host.as_str(), *port).to_socket_addrs()? {
+                let one = bare
+                    .clone()
+                    .set_addr(redis::ConnectionAddr::Tcp(addr.ip().to_string(), *port));
+                match redis::Client::open(one)?.get_connection_with_timeout(left(by)?) {
+                    Ok(c) => {
+                        found = Some(c);
+                        break;
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            match (found, last) {
+                (Some(c), _) => c,
+                (None, Some(e)) => return Err(e),
+                (None, None) => {
+                    return Err((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "could not resolve to any addresses",
+                    )
+                        .into())
+                }
+            }
+        }
+        _ => redis::Client::open(bare)?.get_connection_with_timeout(left(by)?)?,
+    };
+    let mut until = Until {
+        conn: &mut conn,
+        by,
+    };
+    // With a user name first; a server before Redis 6 takes the password alone.
+    for with_user in [true, false] {
+        let mut setup = redis::pipe();
+        let auth = match settings.password().filter(|_| !resp3) {
+            Some(password) => {
+                let mut cmd = redis::cmd("AUTH");
+                if let Some(user) = settings.username().filter(|_| with_user) {
+                    cmd.arg(user);
+                }
+                setup.add_command(cmd.arg(password).to_owned());
+                Some(0)
+            }
+            None => None,
+        };
+        let select = (settings.db() != 0).then(|| {
+            setup.cmd("SELECT").arg(settings.db());
+            setup.len() - 1
+        });
+        // The client's name, as the library sends it (a server that does not know the
+        // command answers an error, which is ignored).
+        if !settings.skip_set_lib_name() {
+            setup
+                .cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-NAME")
+                .arg(settings.lib_name().unwrap_or("toolbrake"));
+            setup
+                .cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-VER")
+                .arg(settings.lib_ver().unwrap_or(env!("CARGO_PKG_VERSION")));
+        }
+        if setup.is_empty() {
+            break;
+        }
+        let replies = redis::ConnectionLike::req_packed_commands(
+            &mut until,
+            &setup.get_packed_pipeline(),
+            0,
+            setup.len(),
+        )?;
+        if let Some(RValue::ServerError(e)) = auth.and_then(|i| replies.get(i)) {
+            let old_server = with_user
+                && settings.username().is_some()
+                && e.details()
+                    .is_some_and(|d| d.contains("wrong number of arguments for 'auth' command"));
+            if old_server {
+                continue;
+            }
+            return Err((
+                redis::ErrorKind::AuthenticationFailed,
+                "Password authentication failed",
+            )
+                .into());
+        }
+        if let Some(RValue::ServerError(e)) = select.and_then(|i| replies.get(i)) {
+            return Err(e.clone().into());
+        }
+        break;
+    }
+    Ok(conn)
 }

@@ -40,9 +40,13 @@ pub struct StoreSettings {
     pub cluster: bool,
     /// Redis: the prefix of every key.
     pub key_prefix: String,
-    /// Redis: connecting gives up after this long.
+    /// Redis: connecting (TCP, TLS, authentication, database) gives up this long after
+    /// the store operation that connects started. One operation, connecting included,
+    /// never waits longer than the larger of this and `command_timeout` in all.
     pub connect_timeout: std::time::Duration,
-    /// Redis: a command waiting longer than this fails.
+    /// Redis: a store operation's commands (an update's round trips, retries included)
+    /// give up this long after they began, in all, not per reply; the failure policy
+    /// then applies.
     pub command_timeout: std::time::Duration,
 }
 

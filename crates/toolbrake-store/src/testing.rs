@@ -71,6 +71,26 @@ impl RedisServer {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+
+    /// Stops the server's process (`SIGSTOP`): the kernel still accepts connections on
+    /// its port, and nothing answers them, as with a hung server.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server run again (`SIGCONT`).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let ok = Command::new("kill")
+            .arg(which)
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {which} {}", self.child.id());
+    }
 }
 
 impl Drop for RedisServer {

@@ -2,7 +2,7 @@
 //! (Debian's `redis-server`; `scripts/test` installs it when missing).
 
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use toolbrake_config::ConfigToml;
 use toolbrake_core::config::{no_env, Config};
 use toolbrake_core::{Call, Engine, Outcome, Verdict};
@@ -304,4 +304,103 @@ fn a_store_failure_keeps_its_cause() {
         "{shown}"
     );
     assert!(!shown.contains("s3cret"));
+}
+
+/// A server that stops answering (its process stopped: the kernel still accepts
+/// connections, nothing answers them) fails a store operation when the operation's one
+/// deadline passes, not once per reply it awaits: on an open connection (`WATCH` and `GET`
+/// are two replies) and on a new one (the connection's setup is two more).
+#[test]
+fn a_hung_server_fails_an_operation_at_its_one_deadline() {
+    let server = Server::start();
+    let opts = RedisOptions {
+        url: server.url(),
+        key_prefix: "t6:".into(),
+        connect_timeout: Duration::from_millis(500),
+        command_timeout: Duration::from_millis(500),
+        ..RedisOptions::default()
+    };
+    let open = RedisStore::new(opts.clone()).unwrap();
+    update(&open, "s", |st| st.streak = Default::default()).unwrap();
+    let fresh = RedisStore::new(opts).unwrap();
+    server.freeze();
+    let timed = |what: &dyn Fn() -> String| {
+        let start = Instant::now();
+        let e = what();
+        (e, start.elapsed())
+    };
+    let (on_open, open_took) = timed(&|| open.update("s", &mut |_, _| ()).unwrap_err().to_string());
+    let (on_fresh, fresh_took) = timed(&|| fresh.get("s").unwrap_err().to_string());
+    server.thaw();
+    assert!(
+        open_took >= Duration::from_millis(450) && open_took < Duration::from_millis(800),
+        "an open connection: {open_took:?} ({on_open})"
+    );
+    assert!(
+        fresh_took >= Duration::from_millis(450) && fresh_took < Duration::from_millis(800),
+        "a new connection: {fresh_took:?} ({on_fresh})"
+    );
+    assert!(on_fresh.contains("cannot connect"), "{on_fresh}");
+    assert!(
+        on_open.contains("500ms") && on_fresh.contains("500ms"),
+        "{on_open} / {on_fresh}"
+    );
+    // Answering again: both stores carry on, without a restart.
+    update(&open, "s", |st| st.streak = Default::default()).unwrap();
+    assert!(fresh.get("s").unwrap().is_some());
+}
+
+/// Connecting authenticates as the URL's user (or the options') and selects its
+/// database: the state lands there and nowhere else.
+#[test]
+fn a_user_and_a_database_are_set_up_on_connecting() {
+    let server = Server::start_on(
+        free_port(),
+        &[
+            "--requirepass",
+            "s3cret-pw",
+            "--user",
+            "alice",
+            "on",
+            ">alice-pw",
+            "~*",
+            "+@all",
+        ],
+    );
+    let port = server.port;
+    let in_url = RedisStore::new(RedisOptions {
+        url: format!("redis://alice:alice-pw@127.0.0.1:{port}/3"),
+        key_prefix: "t7:".into(),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&in_url, "a", |st| st.streak = Default::default()).unwrap();
+    let in_options = RedisStore::new(RedisOptions {
+        url: format!("redis://127.0.0.1:{port}/4"),
+        key_prefix: "t7:".into(),
+        username: Some("alice".into()),
+        password: Some("alice-pw".into()),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    update(&in_options, "b", |st| st.streak = Default::default()).unwrap();
+    let keys = |db: u8| -> Vec<String> {
+        let mut c = redis::Client::open(format!("redis://:s3cret-pw@127.0.0.1:{port}/{db}"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut k: Vec<String> = c.keys("t7:*").unwrap();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(3), ["t7:{a}"]);
+    assert_eq!(keys(4), ["t7:{b}"]);
+    assert!(keys(0).is_empty());
+    let wrong_user = RedisStore::new(RedisOptions {
+        url: format!("redis://alice:s3cret-pw@127.0.0.1:{port}"),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    let e = wrong_user.get("a").unwrap_err().to_string();
+    assert!(e.contains("cannot connect") && !e.contains("s3cret"), "{e}");
 }
