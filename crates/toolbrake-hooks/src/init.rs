@@ -489,12 +489,21 @@ mod tests {
             "the user's own hook stays"
         );
         let again = s.clone();
-        assert!(
-            install(&mut s, Dialect::Claude, "/other/path/toolbrake hook claude")
-                .unwrap()
-                .is_empty()
-        );
+        assert!(install(
+            &mut s,
+            Dialect::Claude,
+            "/usr/local/bin/toolbrake hook claude"
+        )
+        .unwrap()
+        .is_empty());
         assert_eq!(s, again);
+        // The binary moved: every handler is re-pointed, none doubled.
+        let moved = install(&mut s, Dialect::Claude, "/other/path/toolbrake hook claude").unwrap();
+        assert_eq!(moved.events.len(), 8);
+        let text = s.to_string();
+        assert!(!text.contains("/usr/local/bin/toolbrake"), "{text}");
+        assert_eq!(text.matches("/other/path/toolbrake hook claude").count(), 8);
+        assert!(text.contains("my-guard"));
         let r = remove(&mut s, Dialect::Claude).unwrap();
         assert_eq!(r.events.len(), 8);
         assert_eq!(s, original);

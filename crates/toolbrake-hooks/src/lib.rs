@@ -42,6 +42,7 @@ pub mod cursor;
 mod factory;
 pub mod former;
 pub mod init;
+mod salvage;
 
 use serde_json::{json, Value};
 use std::io::{Read, Seek, SeekFrom};
@@ -218,18 +219,25 @@ pub fn handle_event(
     input: &[u8],
     ctx: &Context<'_>,
 ) -> Reply {
+    let mut salvaged = 0;
     let payload: Result<Value, PayloadError> = std::str::from_utf8(input)
         .map_err(|_| PayloadError::NotUtf8)
         .and_then(|t| {
-            serde_json::from_str(t).map_err(|e| {
-                if e.to_string().starts_with("recursion limit exceeded") {
+            serde_json::from_str(t).or_else(|e| {
+                // Well-formed text with parts no value can hold (a lone surrogate, deep
+                // nesting): read the rest, and count those parts by their hash.
+                if let Some((v, n)) = salvage::salvage(t) {
+                    salvaged = n;
+                    return Ok(v);
+                }
+                Err(if e.to_string().starts_with("recursion limit exceeded") {
                     PayloadError::TooDeep
                 } else {
                     PayloadError::NotJson {
                         line: e.line(),
                         column: e.column(),
                     }
-                }
+                })
             })
         });
     let event = event
@@ -248,6 +256,11 @@ pub fn handle_event(
         (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx, store),
     };
     let mut reply = Reply::default();
+    if salvaged > 0 {
+        reply.warnings.push(format!(
+            "{salvaged} part(s) of the hook payload cannot be read as JSON values (a lone surrogate escape, or nesting deeper than 128 levels): judged by a hash of their bytes"
+        ));
+    }
     if let Ok(store) = &ctx.store {
         reply.warnings.extend(store.take_warnings());
     }

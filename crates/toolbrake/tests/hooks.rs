@@ -785,7 +785,8 @@ fn the_wal_stays_bounded_and_a_loose_state_file_is_tightened() {
 }
 
 /// A payload past the size limit is reported as too large (not as "not JSON"), and one
-/// nested past the parser's limit as too deep; the hook still exits 0 and lets the call run.
+/// nested past the parser's limit as too deep (arguments nested that deep are judged by
+/// their hash); the hook still exits 0.
 #[test]
 fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
     let dir = tmpdir("hooks", "oversized");
@@ -803,7 +804,16 @@ fn oversized_and_overnested_payloads_are_named_for_what_they_are() {
     let payload: String = format!(
         "{{\"session_id\":\"s\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"x\":{deep}}},\"tool_use_id\":\"t\"}}"
     );
+    // Arguments nested past the parser are read around and judged by their hash.
     let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), payload.as_bytes());
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nesting deeper than 128 levels): judged by a hash of their bytes"),
+        "{err}"
+    );
+    // A payload that is nothing but nesting is named for what it is.
+    let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), deep.as_bytes());
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
