@@ -7,12 +7,18 @@
 //!
 //! A judged call is a span named `execute_tool {tool}` (the GenAI semantic conventions for
 //! tool execution), kind INTERNAL, with `gen_ai.operation.name = execute_tool`,
-//! `gen_ai.tool.name`, `gen_ai.tool.call.id` and toolbrake's attributes (`toolbrake.*`: the
-//! verdict, the engine, the nearest gate's track, fingerprint kind, count and limit; the
-//! session only as a hash). Asks, answers and outcomes are events on it. Never an argument
-//! value, a preview or an output, unless `record_arguments = true`, and then the canonical
-//! arguments redacted and cut. A denial is a successful judgement (status unset); a tool
-//! that failed sets the status to error with `error.type` = the failure's reason.
+//! `gen_ai.tool.name`, `gen_ai.tool.call.id` (both redacted and cut, as the log and the
+//! metrics show them) and toolbrake's attributes (`toolbrake.*`: the verdict, the engine,
+//! the nearest gate's track, fingerprint kind, count and limit; the session only as a
+//! hash). Asks, answers and outcomes are events on it. Never an argument value, a preview
+//! or an output, unless `record_arguments = true`, and then the canonical arguments
+//! redacted and cut. A denial is a successful judgement (status unset); a tool that failed
+//! sets the status to error with `error.type` = the failure's reason and a status saying
+//! only what kind of failure it was (and its exit code or HTTP status), never text the
+//! output carried.
+//!
+//! An endpoint is shown to people (errors, logs, `config check`) only through
+//! [`endpoint_for_people`]: no user or password, no query value.
 //!
 //! Where a span starts and ends ([`Mode`]): in a long-running process (`serve`, `mcp`) it
 //! covers the call from its judgement to its recorded outcome (open spans are kept in a
@@ -34,9 +40,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 use toolbrake_config::show;
+use toolbrake_core::breaker::failure::Failure;
 use toolbrake_core::config::{unknown_key, ConfigError};
 use toolbrake_core::engine::{Decision, Verdict};
-use toolbrake_core::redact::redact_cut;
+use toolbrake_core::redact::{redact_cut, MARKER};
 use toolbrake_core::{Outcome, PostDecision};
 use toolbrake_session::{Observed, ObservedKind, Observer};
 
@@ -63,6 +70,83 @@ pub const MAX_ARGUMENT_CHARS: usize = 2048;
 
 fn err(key: &str, v: &toml::Value, rule: impl Into<String>) -> ConfigError {
     ConfigError::new(format!("telemetry.{key}"), show(v), rule)
+}
+
+/// Characters of an endpoint as [`endpoint_for_people`] shows it.
+const MAX_ENDPOINT_CHARS: usize = 256;
+
+/// An OTLP endpoint as people may read it, in every error, log line and printed setting
+/// that names one: without its user and password, each query value shown as redacted
+/// (`token=[REDACTED]`; a query name that is not a plain word too), without a
+/// fragment, redacted and cut. A URL that does not parse loses everything between the
+/// scheme and the last `@` before its path, and its query values, all the same.
+///
+/// ```
+/// use toolbrake_telemetry::trace::endpoint_for_people;
+/// assert_eq!(
+///     endpoint_for_people("https://bob:pw@otel.example/v1/traces?token=t0k&x"),
+///     "https://otel.example/v1/traces?token=[REDACTED]&x=[REDACTED]"
+/// );
+/// assert_eq!(
+///     endpoint_for_people("http://bob:pw@h:99999/?k=v"),
+///     "http://h:99999/?k=[REDACTED]"
+/// );
+/// ```
+pub fn endpoint_for_people(endpoint: &str) -> String {
+    let (without_fragment, _) = endpoint.split_once('#').unwrap_or((endpoint, ""));
+    let shown = match url::Url::parse(without_fragment) {
+        Ok(mut u) if u.has_host() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            let query = u.query().map(hidden_query_values);
+            u.set_query(None);
+            let mut shown = u.to_string();
+            if let Some(q) = query {
+                shown.push('?');
+                shown.push_str(&q);
+            }
+            shown
+        }
+        _ => {
+            // By hand: the scheme, then whatever follows the last `@` before the path.
+            let (scheme, rest) = match without_fragment.split_once("://") {
+                Some((scheme, rest)) => (format!("{scheme}://"), rest),
+                None => (String::new(), without_fragment),
+            };
+            let path_at = rest.find(['/', '\\']).unwrap_or(rest.len());
+            let rest = match rest[..path_at].rfind('@') {
+                Some(at) => &rest[at + 1..],
+                None => rest,
+            };
+            match rest.split_once('?') {
+                Some((head, query)) => format!("{scheme}{head}?{}", hidden_query_values(query)),
+                None => format!("{scheme}{rest}"),
+            }
+        }
+    };
+    redact_cut(&shown, MAX_ENDPOINT_CHARS)
+}
+
+/// A query with every value redacted; a name that is not a plain word too.
+fn hidden_query_values(query: &str) -> String {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+            let plain = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            if plain {
+                format!("{name}={MARKER}")
+            } else {
+                MARKER.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// Whether `endpoint` is an absolute `http`/`https` URL with a host and no credentials.
@@ -95,9 +179,15 @@ pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, Con
         match k.as_str() {
             "endpoint" => {
                 let e = val.as_str().filter(|e| endpoint_ok(e)).ok_or_else(|| {
-                    err(
-                        k,
-                        val,
+                    // A string is shown as people may read an endpoint: it may hold a
+                    // password or a token.
+                    let shown = match val.as_str() {
+                        Some(e) => show(&toml::Value::String(endpoint_for_people(e))),
+                        None => show(val),
+                    };
+                    ConfigError::new(
+                        format!("telemetry.{k}"),
+                        shown,
                         "must be an http:// or https:// URL with a host and no user or password, such as \"http://127.0.0.1:4318\" (credentials go in `headers`)",
                     )
                 })?;
@@ -165,12 +255,13 @@ pub fn telemetry_table(v: Option<&toml::Value>) -> Result<TelemetrySettings, Con
 }
 
 impl TelemetrySettings {
-    /// The table as `toolbrake.toml` text; header values are shown as `hidden`.
+    /// The table as `toolbrake.toml` text; header values are shown as `hidden`, the
+    /// endpoint as [`endpoint_for_people`] shows it.
     pub fn to_toml(&self) -> String {
         let mut out = String::from("[telemetry]\n");
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         if let Some(e) = &self.endpoint {
-            out.push_str(&format!("endpoint = {}\n", q(e)));
+            out.push_str(&format!("endpoint = {}\n", q(&endpoint_for_people(e))));
         }
         if let Some(n) = &self.service_name {
             out.push_str(&format!("service_name = {}\n", q(n)));
@@ -225,8 +316,22 @@ fn set(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// `base` with `/v1/traces` appended to its path, before its query
+/// (`http://h:4318/?k=v` → `http://h:4318/v1/traces?k=v`).
 fn with_traces_path(base: &str) -> String {
-    format!("{}/v1/traces", base.trim_end_matches('/'))
+    match url::Url::parse(base) {
+        Ok(mut u) if !u.cannot_be_a_base() => {
+            let path = format!("{}/v1/traces", u.path().trim_end_matches('/'));
+            u.set_path(&path);
+            u.to_string()
+        }
+        // Not a URL (the exporter will say so): the path still goes before the query.
+        _ => {
+            let at = base.find(['?', '#']).unwrap_or(base.len());
+            let (head, tail) = base.split_at(at);
+            format!("{}/v1/traces{tail}", head.trim_end_matches('/'))
+        }
+    }
 }
 
 impl Tracing {
@@ -266,6 +371,30 @@ pub const MAX_OPEN_SPANS: usize = 4096;
 
 /// Characters of a tool name kept in a span's name and attribute.
 const MAX_TOOL_CHARS: usize = 128;
+
+/// Characters of a call id kept in a span's attribute.
+const MAX_CALL_ID_CHARS: usize = 256;
+
+/// A call id as a span carries it: redacted (an id is the host's text, and may be a
+/// credential) and cut.
+fn call_id_value(id: &str) -> String {
+    redact_cut(id, MAX_CALL_ID_CHARS)
+}
+
+/// What a failed call's span status says: the kind of failure, with its exit code or
+/// HTTP status when it has one (`the command exited 2`), never text the output carried
+/// (a signal's or an exception's name, a description): outputs are never recorded.
+fn failure_status(f: &Failure) -> String {
+    let number = f.detail.as_deref().filter(|d| {
+        let digits = d.strip_prefix('-').unwrap_or(d);
+        !digits.is_empty() && digits.len() <= 20 && digits.bytes().all(|b| b.is_ascii_digit())
+    });
+    Failure {
+        reason: f.reason,
+        detail: number.map(str::to_string),
+    }
+    .to_string()
+}
 
 /// Characters of an error or failure description kept in a span's status.
 const MAX_STATUS_CHARS: usize = 256;
@@ -308,7 +437,18 @@ impl TraceObserver {
             .with_timeout(export_timeout)
             .with_headers(headers)
             .build()
-            .map_err(|e| format!("cannot export traces to {}: {e}", tracing.traces_endpoint))?;
+            .map_err(|e| {
+                let endpoint = &tracing.traces_endpoint;
+                let shown = endpoint_for_people(endpoint);
+                // The exporter's own text names the endpoint whole: never shown.
+                let why = match e {
+                    opentelemetry_otlp::ExporterBuildError::InvalidUri(_, why) => {
+                        format!("not a valid URL ({why})")
+                    }
+                    e => redact_cut(&e.to_string().replace(endpoint.as_str(), &shown), 512),
+                };
+                format!("cannot export traces to {shown}: {why}")
+            })?;
         let resource = Resource::builder()
             .with_service_name(tracing.service_name.clone())
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -341,11 +481,13 @@ impl TraceObserver {
     fn judged(&self, ev: &Observed<'_>, call: &toolbrake_core::Call<'_>, decision: &Decision) {
         let now = SystemTime::now();
         let start = now.checked_sub(ev.elapsed).unwrap_or(now);
-        let tool: String = call.tool.chars().take(MAX_TOOL_CHARS).collect();
+        // Redacted as the log and the metrics show it (a tool may be named by its host
+        // after anything), then cut.
+        let tool = redact_cut(call.tool, MAX_TOOL_CHARS);
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", "execute_tool"),
             KeyValue::new("gen_ai.tool.name", tool.clone()),
-            KeyValue::new("gen_ai.tool.call.id", call.id.to_string()),
+            KeyValue::new("gen_ai.tool.call.id", call_id_value(call.id)),
             KeyValue::new("toolbrake.session.hash", session_hash(ev.session)),
         ];
         attrs.extend(decision_attributes(decision));
@@ -466,7 +608,7 @@ impl TraceObserver {
             .with_kind(SpanKind::Internal)
             .with_start_time(now.checked_sub(ev.elapsed).unwrap_or(now))
             .with_attributes(vec![
-                KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+                KeyValue::new("gen_ai.tool.call.id", call_id_value(call_id)),
                 KeyValue::new("toolbrake.session.hash", session_hash(ev.session)),
             ])
             .start_with_context(&self.tracer, &parent)
@@ -508,7 +650,7 @@ impl TraceObserver {
         if let Some(f) = failure {
             attrs.push(KeyValue::new("toolbrake.failure.reason", f.reason.as_str()));
             span.set_attribute(KeyValue::new("error.type", f.reason.as_str()));
-            span.set_status(Status::error(redact_cut(&f.to_string(), MAX_STATUS_CHARS)));
+            span.set_status(Status::error(failure_status(f)));
         }
         if let Some(a) = post.advisories.first() {
             attrs.push(KeyValue::new("toolbrake.advisory.stage", stage_name(a)));
@@ -753,6 +895,48 @@ mod tests {
         ] {
             assert_eq!(Tracing::resolve(&table, &env(&[off])), None, "{off:?}");
         }
+    }
+
+    #[test]
+    fn the_traces_path_goes_before_the_query() {
+        for (base, full) in [
+            ("http://h:4318", "http://h:4318/v1/traces"),
+            ("http://h:4318/", "http://h:4318/v1/traces"),
+            ("http://h:4318/?k=v", "http://h:4318/v1/traces?k=v"),
+            (
+                "https://h/otlp/?k=v&w=x",
+                "https://h/otlp/v1/traces?k=v&w=x",
+            ),
+            // Not a URL (the exporter refuses it): by hand, the same.
+            ("http://h:99999/?k=v", "http://h:99999/v1/traces?k=v"),
+        ] {
+            assert_eq!(with_traces_path(base), full, "{base}");
+        }
+    }
+
+    #[test]
+    fn an_endpoint_for_people_has_no_credential() {
+        for (endpoint, shown) in [
+            ("http://collector:4318", "http://collector:4318/"),
+            (
+                "http://bob:pw@collector:4318/v1/traces?token=abc&&=x#frag",
+                "http://collector:4318/v1/traces?token=[REDACTED]&[REDACTED]",
+            ),
+            // What does not parse: everything before the last `@` of the authority goes.
+            ("http://bob:p?w@host:99999/x", "http://host:99999/x"),
+            ("bob:pw@host:99999?t=s", "host:99999?t=[REDACTED]"),
+            (
+                "http://h/sk-proj-FakeOpenAi0123456789abcdef/v1",
+                "http://h/[REDACTED]/v1",
+            ),
+        ] {
+            assert_eq!(endpoint_for_people(endpoint), shown, "{endpoint}");
+        }
+        let long = format!("http://h/{}", "p".repeat(10_000));
+        assert_eq!(
+            endpoint_for_people(&long).chars().count(),
+            MAX_ENDPOINT_CHARS
+        );
     }
 
     #[test]

@@ -551,3 +551,178 @@ fn output_with_deadline_of(mut child: std::process::Child, secs: u64) -> std::pr
     }
     child.wait_with_output().unwrap()
 }
+
+/// Runs `toolbrake hook claude` with `env`, state (and `hook.log`) in `dir`: its output.
+fn hook_output(dir: &Path, payload: &Value, env: &[(&str, String)]) -> std::process::Output {
+    let mut c = isolated_bin();
+    c.env("TOOLBRAKE_STATE", dir.join("state.db"))
+        .current_dir(dir)
+        .args(["hook", "claude"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = run_with_stdin(&mut c, payload.to_string().as_bytes());
+    assert!(out.status.success());
+    out
+}
+
+const ENDPOINT_SECRETS: [&str; 3] = ["bob", "PW-s3cret", "tok-s3cret"];
+
+#[track_caller]
+fn assert_no_endpoint_secret(what: &str, text: &str) {
+    for s in ENDPOINT_SECRETS {
+        assert!(!text.contains(s), "{what} shows {s}: {text}");
+    }
+}
+
+#[test]
+fn an_endpoints_user_password_and_query_values_are_never_shown() {
+    let dir = tmpdir("otel", "endpoint-secrets");
+    // Endpoints the exporter refuses (a space; two ports), so that the hook and serve say
+    // why traces are off, naming the endpoint.
+    let refused = [
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://bob:PW-s3cret@collector.invalid:4318/v1/traces?token=tok-s3cret&x=a b",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://bob:PW-s3cret@collector.invalid:4318:1/?token=tok-s3cret",
+        ),
+    ];
+    for (i, (var, endpoint)) in refused.iter().enumerate() {
+        let env = [(*var, endpoint.to_string())];
+        let out = hook_output(
+            &dir,
+            &json!({"session_id": "e", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                    "tool_input": {"command": "ls"}, "tool_use_id": format!("t{i}")}),
+            &env,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("traces are off") && stderr.contains("collector.invalid"),
+            "{var}: {stderr}"
+        );
+        assert_no_endpoint_secret("the hook's stderr", &stderr);
+        let mut c = isolated_bin();
+        c.args(["serve", "--stdio"]).env(var, endpoint);
+        let out = run_with_stdin(&mut c, b"");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("traces are off"), "{var}: {stderr}");
+        assert_no_endpoint_secret("serve's log", &stderr);
+    }
+    let log = std::fs::read_to_string(dir.join("hook.log")).unwrap();
+    assert_eq!(log.matches("traces are off").count(), 2, "{log}");
+    assert_no_endpoint_secret("hook.log", &log);
+    // The table: an endpoint refused for its password, and one shown by `config check`.
+    let cfg = dir.join("named.toml");
+    std::fs::write(
+        &cfg,
+        "[telemetry]\nendpoint = \"https://bob:PW-s3cret@collector.invalid/?token=tok-s3cret\"\n",
+    )
+    .unwrap();
+    let check = || {
+        isolated_bin()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["config", "check"])
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("telemetry.endpoint"), "{err}");
+    assert_no_endpoint_secret("a refused endpoint's error", &err);
+    std::fs::write(
+        &cfg,
+        "[telemetry]\nendpoint = \"http://collector.invalid:4318/?token=tok-s3cret\"\n",
+    )
+    .unwrap();
+    let out = check();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("endpoint = \"http://collector.invalid:4318/?token=[REDACTED]\""),
+        "{shown}"
+    );
+    assert_no_endpoint_secret("config check", &shown);
+}
+
+#[test]
+fn an_endpoints_query_stays_after_the_traces_path() {
+    let rx = Receiver::start();
+    let dir = tmpdir("otel", "query");
+    serve(
+        &dir,
+        "",
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("{}/?tenant=a", rx.endpoint()),
+        )],
+        &lines(&[
+            json!({"event": "call", "session": "q", "id": "1", "tool": "read", "args": {"path": "a"}}),
+        ]),
+    );
+    rx.wait_for(1);
+    let requests = rx.requests.lock().unwrap().clone();
+    assert!(!requests.is_empty());
+    for r in requests {
+        assert!(r.starts_with("POST /v1/traces?tenant=a "), "{r}");
+    }
+}
+
+#[test]
+fn spans_redact_and_cut_tool_names_and_call_ids_and_never_quote_an_output() {
+    let rx = Receiver::start();
+    let dir = tmpdir("otel", "span-values");
+    let key = "sk-proj-FakeOpenAi0123456789abcdef";
+    let github = "ghp_FakeGithub0123456789abcdefghijkl";
+    let long_id = "i".repeat(200_000);
+    let long_tool = "t".repeat(1_000);
+    let events = [
+        // A call id that is a credential; a tool named after one.
+        json!({"event": "call", "session": "a", "id": key, "tool": github, "args": {}}),
+        // A 200 KB call id; a 1,000-character tool name.
+        json!({"event": "call", "session": "b", "id": long_id, "tool": long_tool, "args": {}}),
+        // A shell call killed by a signal whose name is the output's text.
+        json!({"event": "call", "session": "c", "id": "k", "tool": "bash",
+               "args": {"command": "make"}}),
+        json!({"event": "result", "session": "c", "id": "k",
+               "outcome": {"text": "building\n[killed by signal: out of memory in build-output-text]"}}),
+    ];
+    serve(
+        &dir,
+        "",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint())],
+        &lines(&events),
+    );
+    let spans = rx.wait_for(3);
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let seen = all_values(&spans);
+    for secret in [
+        "FakeOpenAi0123456789abcdef",
+        "FakeGithub0123456789abcdefghijkl",
+        "build-output-text",
+    ] {
+        assert!(!seen.contains(secret), "{secret} reached a span");
+    }
+    for s in &spans {
+        let id = &s.attrs["gen_ai.tool.call.id"];
+        let tool = &s.attrs["gen_ai.tool.name"];
+        assert!(id.chars().count() <= 256, "a call id of {} chars", id.len());
+        assert!(
+            tool.chars().count() <= 128,
+            "a tool of {} chars",
+            tool.len()
+        );
+        assert_eq!(s.name, format!("execute_tool {tool}"));
+    }
+    let killed = spans
+        .iter()
+        .find(|s| s.attrs["gen_ai.tool.call.id"] == "k")
+        .unwrap();
+    assert_eq!(killed.status, 2);
+    assert_eq!(killed.attrs["error.type"], "signal");
+    assert_eq!(killed.status_message, "the command was killed");
+}
