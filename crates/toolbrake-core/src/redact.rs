@@ -11,14 +11,17 @@
 //!   camelCase: `aws_secret_access_key`, `OPENAI_API_KEY`, `dbPassword`, `_authToken`,
 //!   `X-Api-Key`), in every syntax a value follows a name: `KEY=value`, `KEY: value`
 //!   (headers, YAML; an authorization scheme such as `Bearer` is kept), `"KEY": "value"`
-//!   (JSON, escaped or not), `--key value`, `--key=value`, `["--key", "value"]`, and URL
-//!   query parameters. A word naming something else right after the name keeps the value
-//!   (`token_count`, `password_reset`, `--token-file`: see [`NOT_A_CREDENTIAL`]);
+//!   (JSON, escaped or not), `--key value`, `--key=value`, `["--key", "value"]`, URL
+//!   query parameters, a configuration tool's `KEY value` (`aws configure set`, `npm config
+//!   set`, `git config`) and a `.netrc` entry's `password value`. A word naming something
+//!   else right after the name keeps the value (`token_count`, `password_reset`,
+//!   `--token-file`: see [`NOT_A_CREDENTIAL`]);
 //! - [`SHAPES`]: credentials recognisable by their form wherever they appear: PEM private
 //!   keys, `Bearer`/`Basic` credentials, provider tokens (`sk-…`, `ghp_…`, `hf_…`,
 //!   `rk_live_…`, `xoxb-…`, `AKIA…`, JWTs…), webhook URLs (with or without their scheme:
 //!   a `net:` fingerprint names a URL without it), URL user info, and passwords
-//!   given on a command line (`mysql -pPASS`, `sshpass -p PASS`, `curl -u user:PASS`).
+//!   given on a command line (`mysql -pPASS`, `sshpass -p PASS`, `docker login -p PASS`,
+//!   `htpasswd -b FILE USER PASS`, `curl -u user:PASS`).
 //!
 //! Both tables are scanned for literal anchors first (one Aho-Corasick pass each), so a
 //! text holding none of them costs two scans and no regular expression.
@@ -204,16 +207,18 @@ pub const SHAPES: &[Shape] = &[
         pattern: r"\b(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,})",
         check: None,
     },
+    // The webhook rows match from the host on, so that a URL without its scheme (as a
+    // `net:` fingerprint names it) is redacted as the URL is.
     Shape {
         name: "slack webhook",
         anchors: &["hooks.slack.com/"],
-        pattern: r"(?i:(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<s>[A-Za-z0-9/_-]+)",
+        pattern: r"(?i:hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<s>[A-Za-z0-9/_-]+)",
         check: None,
     },
     Shape {
         name: "discord webhook",
         anchors: &["/api/webhooks/"],
-        pattern: r"(?i:(?:https?://)?(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/(?P<s>[A-Za-z0-9_-]+)",
+        pattern: r"(?i:discord(?:app)?\.com/api/webhooks/)[0-9]+/(?P<s>[A-Za-z0-9_-]+)",
         check: None,
     },
     Shape {
@@ -247,27 +252,36 @@ pub const SHAPES: &[Shape] = &[
         check: None,
     },
     Shape {
-        name: "mysql -p",
-        anchors: &["mysql", "mariadb"],
-        pattern: r#"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b[^|;&\n]*?\s-p(?P<s>'[^']*'|"[^"]*"|\\"(?:[^"\\]|\\[^"])*\\"|[^\s'"\\]+)"#,
-        check: None,
-    },
-    Shape {
-        name: "sshpass -p",
-        anchors: &["sshpass"],
-        pattern: r#"\bsshpass(?:\s+-[^p\s]\S*)*\s+-p\s*(?P<s>'[^']*'|"[^"]*"|\\"(?:[^"\\]|\\[^"])*\\"|[^\s'"\\]+)"#,
-        check: None,
-    },
-    Shape {
-        name: "redis-cli -a",
-        anchors: &["redis-cli"],
-        pattern: r#"\bredis-cli\b[^|;&\n]*?\s-a\s+(?P<s>'[^']*'|"[^"]*"|\\"(?:[^"\\]|\\[^"])*\\"|[^\s'"\\]+)"#,
-        check: None,
-    },
-    Shape {
-        name: "curl -u",
-        anchors: &["curl"],
-        pattern: r#"\bcurl\b[^|;&\n]*?\s(?:-u|--user|--proxy-user)(?:\s+|=)?['"]?(?:\\")?[^\s:'"\\]*:(?P<s>[^\s'"\\]+)"#,
+        // Passwords given on a command line, one pattern for every command (their secret is
+        // group `s`, a shell word: quoted, escaped-quoted in a JSON string, or bare):
+        // `mysql -pPASS` (mysqldump, mariadb…), `sshpass -p PASS`, `redis-cli -a PASS`,
+        // `curl -u user:PASS`; a registry login's `-p PASS`, `--password PASS` or
+        // `--password=PASS` (docker, podman, nerdctl, buildah, skopeo, oras, finch, `helm
+        // registry login`); and the password `htpasswd -b` takes as an argument: the third
+        // (`htpasswd -b FILE USER PASS`, `-bc`, `-Bb`, `-C 12`…) or, with `-n` (no file),
+        // the second (`htpasswd -nb USER PASS`). Words are split at spaces and tabs.
+        name: "command-line password",
+        anchors: &[
+            "mysql",
+            "mariadb",
+            "sshpass",
+            "redis-cli",
+            "curl",
+            "login",
+            "htpasswd",
+        ],
+        pattern: concat!(
+            r"(?:\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b[^|;&\n]*?[ \t]-p",
+            r"|\bsshpass(?:[ \t]+-[^p \t\n][^ \t\n]*)*[ \t]+-p[ \t]*",
+            r"|\bredis-cli\b[^|;&\n]*?[ \t]-a[ \t]+",
+            r#"|\bcurl\b[^|;&\n]*?[ \t](?:-u|--user|--proxy-user)(?:[ \t]+|=)?['"]?(?:\\")?[^ \t\n:'"\\]*:"#,
+            r"|\b(?:docker|podman|nerdctl|buildah|skopeo|oras|finch|helm[ \t]+registry)[ \t]+login\b[^|;&\n]*?[ \t](?:-p[ \t]*|-p=|--password(?:[ \t]+|=))",
+            // htpasswd: flags (and the numbers `-C` and `-r` take), one of them with b and
+            // none with n, then the file; or flags, one of them with n. Then the user.
+            r"|\bhtpasswd(?:(?:[ \t]+(?:-[A-Za-mo-z0-9]+|[0-9]+))*?[ \t]+-[A-Za-mo-z0-9]*b[A-Za-mo-z0-9]*(?:[ \t]+(?:-[A-Za-mo-z0-9]+|[0-9]+))*[ \t]+[^ \t\n|;&<>]+",
+            r"|(?:[ \t]+(?:-[A-Za-z0-9]+|[0-9]+))*?[ \t]+-[A-Za-z0-9]*n[A-Za-z0-9]*(?:[ \t]+(?:-[A-Za-z0-9]+|[0-9]+))*)[ \t]+[^ \t\n|;&<>]+[ \t]+)",
+            r#"(?P<s>'[^']*'|"[^"]*"|\\"(?:[^"\\]|\\[^"])*\\"|[^ \t\r\n'"\\]+)"#,
+        ),
         check: None,
     },
 ];
@@ -687,6 +701,10 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
         while start > 0 && is_ident(b[start - 1]) {
             start -= 1;
         }
+        // A line break escaped in a JSON string (`…\npassword …`) is not the name's.
+        if break_before(b, start + 1) > 0 {
+            start += 1;
+        }
         let mut end = m.end();
         while end < b.len() && is_ident(b[end]) {
             end += 1;
@@ -713,7 +731,9 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
         let header = w
             .iter()
             .any(|w| w.eq_ignore_ascii_case("authorization") || w.eq_ignore_ascii_case("cookie"));
-        let Some((vs, ve)) = value_span(b, sep, vs, ve, header, flag) else {
+        // A value that follows its name after a space (a flag's, a setting's) is never a
+        // flag itself.
+        let Some((vs, ve)) = value_span(b, sep, vs, ve, header, flag || sep == b' ') else {
             continue;
         };
         let o = out.get_or_insert_with(|| String::with_capacity(s.len() + 16));
@@ -757,6 +777,9 @@ fn value_after(b: &[u8], start: usize, end: usize) -> Option<(u8, usize, usize)>
         // An argument vector: `"--token", "value"`.
         Some(b',') if flag && closed => b' ',
         _ if flag && !closed && i > spaced && i < b.len() => return Some((b' ', i, b.len())),
+        _ if !closed && i > spaced && i < b.len() && takes_next_word(b, start, end) => {
+            return Some((b' ', i, b.len()))
+        }
         _ => return None,
     };
     i += 1;
@@ -783,6 +806,116 @@ fn value_after(b: &[u8], start: usize, end: usize) -> Option<(u8, usize, usize)>
         }
     }
     Some((sep, i, b.len()))
+}
+
+/// The length of the line break or tab escaped in a JSON string (`\n`, `\r`, `\t`; its
+/// backslash doubled in a JSON text inside a JSON string, `\\n`) that ends just before
+/// `end`, or 0.
+fn break_before(b: &[u8], end: usize) -> usize {
+    if end == 0 || !matches!(b[end - 1], b'n' | b'r' | b't') {
+        return 0;
+    }
+    match b[..end - 1]
+        .iter()
+        .rev()
+        .take_while(|c| **c == b'\\')
+        .count()
+    {
+        0 => 0,
+        run => run + 1,
+    }
+}
+
+/// The words before `at`, nearest first: text between whitespace or the escaped line
+/// breaks and tabs of a JSON string.
+fn words_before(b: &[u8], at: usize) -> impl Iterator<Item = &[u8]> {
+    // The separator that ends just before `i`: its length.
+    let sep = |i: usize| {
+        if b[i - 1].is_ascii_whitespace() {
+            1
+        } else {
+            break_before(b, i)
+        }
+    };
+    let mut end = at;
+    std::iter::from_fn(move || {
+        while end > 0 && sep(end) > 0 {
+            end -= sep(end);
+        }
+        if end == 0 {
+            return None;
+        }
+        let mut start = end;
+        while start > 0 && sep(start) == 0 {
+            start -= 1;
+        }
+        let word = &b[start..end];
+        end = start;
+        Some(word)
+    })
+}
+
+/// The trailing name of a word (`{"command":"git` → `git`, `config` → `config`).
+fn bare(word: &[u8]) -> &[u8] {
+    let from = word
+        .iter()
+        .rposition(|c| !is_ident(*c))
+        .map_or(0, |i| i + 1);
+    &word[from..]
+}
+
+/// How many words before a name [`takes_next_word`] reads at most.
+const WORDS_BACK: usize = 12;
+
+/// Whether the name `b[start..end]` takes the next word as its value, with no `=` or `:`
+/// between them: a setting of a command-line configuration tool (`aws configure set
+/// aws_secret_access_key V`, `npm config set //host/:_authToken V`, `git config
+/// user.password V`: the word holding the name follows `config set`, `configure set` or
+/// `git config`, flags aside), or a `.netrc` entry's `password V` (after `machine HOST`
+/// or `default`, with `login`, `account` and `port` between: a `login` among them or a
+/// dotted host, so that prose about a machine's password is not an entry).
+fn takes_next_word(b: &[u8], start: usize, end: usize) -> bool {
+    let mut word_start = start;
+    while word_start > 0
+        && !b[word_start - 1].is_ascii_whitespace()
+        && break_before(b, word_start) == 0
+    {
+        word_start -= 1;
+    }
+    // The command words before it, flags aside (a few: the walk back stays short).
+    let mut command = words_before(b, word_start)
+        .take(WORDS_BACK)
+        .filter(|w| !w.starts_with(b"-"))
+        .map(bare);
+    let (w1, w2) = (command.next(), command.next());
+    let setting = match (w1, w2) {
+        (Some(b"set"), Some(c)) => c == b"config" || c == b"configure",
+        (Some(b"config"), Some(g)) => g == b"git",
+        _ => false,
+    };
+    if setting {
+        return true;
+    }
+    if word_start != start || !b[start..end].eq_ignore_ascii_case(b"password") {
+        return false;
+    }
+    // A .netrc entry: pairs of a keyword and its value back to `machine HOST` or `default`.
+    let mut words = words_before(b, start).take(WORDS_BACK).map(bare);
+    let mut login = false;
+    loop {
+        let Some(value) = words.next() else {
+            return false;
+        };
+        if value == b"default" {
+            return true;
+        }
+        match words.next() {
+            Some(b"machine") => return login || value.contains(&b'.'),
+            Some(b"login") => login = true,
+            Some(b"account" | b"port") => {}
+            _ => return false,
+        }
+    }
 }
 
 /// Where the `"` is, when `b[i..]` is a `"` escaped by one or more backslashes.
@@ -1136,6 +1269,57 @@ mod tests {
         );
     }
 
+    /// Only the secret goes: the command, its flags, the user, the registry and what
+    /// follows the password stay readable.
+    #[test]
+    fn command_line_passwords_and_settings_keep_the_rest() {
+        for (text, want) in [
+            (
+                "docker login -u me -p Pw1 registry.example.com",
+                "docker login -u me -p [REDACTED] registry.example.com",
+            ),
+            (
+                "htpasswd -bc .htpasswd admin Pw2 2>/dev/null",
+                "htpasswd -bc .htpasswd admin [REDACTED] 2>/dev/null",
+            ),
+            (
+                "htpasswd -B -b -C 10 f admin Pw3",
+                "htpasswd -B -b -C 10 f admin [REDACTED]",
+            ),
+            (
+                "htpasswd -nbB admin Pw4 | tee -a users",
+                "htpasswd -nbB admin [REDACTED] | tee -a users",
+            ),
+            (
+                "aws configure set aws_secret_access_key Pw5 --profile dev",
+                "aws configure set aws_secret_access_key [REDACTED] --profile dev",
+            ),
+            (
+                "npm config set --location=user //r.example.com/:_authToken Pw6",
+                "npm config set --location=user //r.example.com/:_authToken [REDACTED]",
+            ),
+            (
+                "machine h.example.com login bob password Pw7 account acme",
+                "machine h.example.com login bob password [REDACTED] account acme",
+            ),
+            // After a line break escaped in a JSON string, a name is still a name.
+            (
+                r#"{"text":"user: bob\ntoken: Pw8\nport: 1"}"#,
+                r#"{"text":"user: bob\ntoken: [REDACTED]\nport: 1"}"#,
+            ),
+            (
+                r#"{"c":"machine h\nlogin bob\npassword Pw9\n"}"#,
+                r#"{"c":"machine h\nlogin bob\npassword [REDACTED]\n"}"#,
+            ),
+            (
+                r#"{"a":"{\"c\":\"machine h\\nlogin bob\\npassword Pw10\\n\"}"}"#,
+                r#"{"a":"{\"c\":\"machine h\\nlogin bob\\npassword [REDACTED]\\n\"}"}"#,
+            ),
+        ] {
+            assert_eq!(redact(text), want, "{text}");
+        }
+    }
+
     proptest::proptest! {
         /// Any text, however its quotes, escapes and multi-byte characters fall around
         /// key names and shapes: no panic, and the result is valid text.
@@ -1148,6 +1332,8 @@ mod tests {
                         "password", "\\\"", "\"", "'", ":", "=", "--token", " ", "\\n", "\\",
                         "Bearer ", "Basic ", "-----BEGIN RSA PRIVATE KEY-----", "mysql -p",
                         "sshpass -p", "https://u:", "@", "?key=", "é", "[REDACTED]",
+                        "docker login -p ", "htpasswd -nb ", "htpasswd -b ", "machine h ",
+                        "login u ", "password ", "config set ", "\\\\n",
                     ]).prop_map(str::to_string),
                 ],
                 0..24,
