@@ -253,7 +253,10 @@ pub fn handle_event(
     let result = match (payload, ctx.store) {
         (Err(e), _) => Err(HookError::Payload(e)),
         (Ok(_), Err(e)) => Err(HookError::Store(e)),
-        (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx, store),
+        (Ok(mut p), Ok(store)) => {
+            salvage::cut_long_strings(&mut p);
+            dispatch(dialect, &event, &p, ctx, store)
+        }
     };
     let mut reply = Reply::default();
     if salvaged > 0 {

@@ -56,6 +56,39 @@ fn read(raw: &str, level: usize, replaced: &mut usize) -> Value {
     ))
 }
 
+/// A string longer than this is judged by its head and a hash of the whole.
+pub(crate) const LONG_TEXT: usize = 1 << 20;
+
+/// How much of a long string's head is kept.
+const HEAD: usize = 256 << 10;
+
+/// Cuts every string of `v` longer than [`LONG_TEXT`] bytes to its first [`HEAD`] bytes,
+/// followed by its length and a hash of all of it: a 50 MB command or output is judged by
+/// what identifies it (two that differ anywhere stay different), and the engines' work on
+/// it (canonical text, fingerprints, output digests) is bounded, so a hook holds about
+/// twice its payload rather than nine times. Returns how many were cut.
+pub(crate) fn cut_long_strings(v: &mut Value) -> usize {
+    match v {
+        Value::String(s) if s.len() > LONG_TEXT => {
+            let mut end = HEAD;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = format!(
+                "{}… [{} bytes in all, hash {:016x}]",
+                &s[..end],
+                s.len(),
+                toolbrake_core::breaker::FpId::of(s).0
+            );
+            *s = cut;
+            1
+        }
+        Value::Array(a) => a.iter_mut().map(cut_long_strings).sum(),
+        Value::Object(m) => m.values_mut().map(cut_long_strings).sum(),
+        _ => 0,
+    }
+}
+
 /// How many levels of objects and arrays a value holds (a scalar: 0).
 fn depth(v: &Value) -> usize {
     match v {
@@ -118,5 +151,23 @@ mod tests {
 
         assert!(salvage("{\"a\":").is_none());
         assert!(salvage("[1]").is_none());
+    }
+
+    #[test]
+    fn long_strings_keep_their_head_and_a_hash_of_the_whole() {
+        let long = "é".repeat(LONG_TEXT);
+        let mut v = serde_json::json!({"a": {"b": [long.clone()]}, "c": "short"});
+        assert_eq!(cut_long_strings(&mut v), 1);
+        let cut = v["a"]["b"][0].as_str().unwrap();
+        assert!(cut.len() < HEAD + 100 && long.starts_with(&cut[..HEAD - 2]));
+        assert!(cut.ends_with(&format!(
+            "[{} bytes in all, hash {:016x}]",
+            long.len(),
+            toolbrake_core::breaker::FpId::of(&long).0
+        )));
+        assert_eq!(v["c"], "short");
+        let mut other = serde_json::json!({"a": {"b": [format!("{long}x")]}, "c": "short"});
+        cut_long_strings(&mut other);
+        assert_ne!(other, v);
     }
 }

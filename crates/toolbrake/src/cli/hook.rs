@@ -33,6 +33,17 @@ fn log(path: &Path, dialect: Dialect, warnings: &[String]) {
     #[cfg(unix)]
     opts.mode(0o600);
     if let Ok(mut f) = opts.open(path) {
+        // A log left readable by others (an older build, a copied folder) is made
+        // owner-only as it is opened: its lines name tools and sessions.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if f.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o077 != 0)
+            {
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
+            }
+        }
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
         for w in warnings {
             let _ = writeln!(f, "{now} hook {}: {w}", dialect.as_str());
