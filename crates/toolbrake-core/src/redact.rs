@@ -448,6 +448,43 @@ pub fn redact_cut(text: &str, chars: usize) -> String {
     }
 }
 
+/// A line of a text log as a terminal may show it: redacted, and its control characters
+/// escaped as Rust escapes them (`\n`, `\t`, `\u{1b}`), with the Unicode characters that
+/// break a line or reorder it (`\u{2028}`, the bidirectional overrides and isolates). No
+/// text in it, whoever chose it (a tool's name, a server's error), can end the line, forge
+/// the next one or drive the operator's terminal. Borrowed when nothing changed.
+///
+/// ```
+/// use toolbrake_core::redact::log_line;
+/// assert_eq!(
+///     log_line("a call of x\ntoolbrake: reloaded \u{1b}[2J sk-proj-abcdefghijklmnop0123"),
+///     r"a call of x\ntoolbrake: reloaded \u{1b}[2J [REDACTED]"
+/// );
+/// assert_eq!(log_line("toolbrake: reloaded /etc/toolbrake.toml"), "toolbrake: reloaded /etc/toolbrake.toml");
+/// ```
+pub fn log_line(text: &str) -> Cow<'_, str> {
+    use std::fmt::Write as _;
+    let unsafe_on_a_terminal = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    let red = redact(text);
+    if !red.chars().any(unsafe_on_a_terminal) {
+        return red;
+    }
+    let mut out = String::with_capacity(red.len() + 16);
+    for c in red.chars() {
+        if !unsafe_on_a_terminal(c) {
+            out.push(c);
+        } else if c.is_ascii() {
+            let _ = write!(out, "{}", c.escape_debug());
+        } else {
+            let _ = write!(out, "{}", c.escape_unicode());
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// A text kept as read and redacted whenever it leaves: stored (serialised), shown,
 /// compared or printed, each time as [`redact_cut`] of the text would show it (with a
 /// preview's `… (+N more chars)` mark, and cut again for the timeline, when asked). Only

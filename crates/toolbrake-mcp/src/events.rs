@@ -4,6 +4,7 @@
 
 use std::io::Write as _;
 use std::sync::Arc;
+use toolbrake_core::redact::log_line;
 
 /// Watches the proxy's own life. Every method has a default: a watcher implements what it
 /// needs. Must be cheap and must not block.
@@ -17,9 +18,11 @@ pub trait ProxyEvents: Send + Sync {
     fn client_session_started(&self) {}
     /// A client session of the listener ended: its relay stopped.
     fn client_session_ended(&self) {}
-    /// One of the proxy's warnings (`toolbrake mcp: …`). By default a line on stderr.
+    /// One of the proxy's warnings (`toolbrake mcp: …`, quoting a tool's name or a
+    /// server's error as they came). By default a line on stderr as a text log writes it
+    /// (`toolbrake_core::redact::log_line`: redacted, control characters escaped).
     fn warn(&self, message: &str) {
-        let _ = writeln!(std::io::stderr().lock(), "{message}");
+        let _ = writeln!(std::io::stderr().lock(), "{}", log_line(message));
     }
 }
 
@@ -28,7 +31,7 @@ pub(crate) fn warn(events: Option<&Arc<dyn ProxyEvents>>, message: &str) {
     match events {
         Some(e) => e.warn(message),
         None => {
-            let _ = writeln!(std::io::stderr().lock(), "{message}");
+            let _ = writeln!(std::io::stderr().lock(), "{}", log_line(message));
         }
     }
 }

@@ -1,15 +1,17 @@
-//! The long-running commands' log on stderr: their text lines as they always were, or with
-//! `--log-format json` one JSON object per line: those same lines (`level`, `message`) and,
-//! as an [`Observer`], one line per event of the session service (`event`, the tool
-//! redacted, the call id, verdict, engine, track, fingerprint kind, nearest gate and its
-//! count, `elapsed_ms`, and the trace id of the host's `traceparent`). Never an argument
-//! value, a preview or an output. A closed or broken stderr is ignored, never a panic.
+//! The long-running commands' log on stderr: their text lines, or with `--log-format json`
+//! one JSON object per line: those same lines (`level`, `message`) and, as an
+//! [`Observer`], one line per event of the session service (`event`, the tool redacted,
+//! the call id, verdict, engine, track, fingerprint kind, nearest gate and its count,
+//! `elapsed_ms`, and the trace id of the host's `traceparent`). Never an argument value, a
+//! preview or an output. Every line is redacted, a tool's name it quotes included; a text
+//! line also has its control characters escaped ([`log_line`]), so that no name can end it
+//! or forge the next. A closed or broken stderr is ignored, never a panic.
 
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::sync::Mutex;
 use std::time::SystemTime;
-use toolbrake_core::redact::redact;
+use toolbrake_core::redact::{log_line, redact};
 use toolbrake_core::Decision;
 use toolbrake_session::{Observed, ObservedKind, Observer, SessionError};
 
@@ -45,9 +47,10 @@ impl Level {
     }
 }
 
-/// Writes a text line to stderr, ignoring a closed stderr.
+/// Writes a text line to stderr as the text log does ([`log_line`]: redacted, control
+/// characters escaped), ignoring a closed stderr.
 pub fn stderr_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", log_line(line));
 }
 
 /// The log of a long-running command.
@@ -76,14 +79,15 @@ impl Log {
     }
 
     /// One of the command's own lines (`message` as its text form prints it, e.g.
-    /// `toolbrake: reloaded …`).
+    /// `toolbrake: reloaded …`), redacted (a tool's name or a server's error in it too)
+    /// and, as text, with its control characters escaped: always one line.
     pub fn line(&self, level: Level, message: &str) {
         match self.format {
-            Format::Text => self.write(message),
+            Format::Text => self.write(&log_line(message)),
             Format::Json => {
                 let mut m = Map::new();
                 m.insert("level".into(), level.as_str().into());
-                m.insert("message".into(), message.into());
+                m.insert("message".into(), redact(message).into());
                 self.write_json(m);
             }
         }
@@ -261,6 +265,29 @@ mod tests {
             Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
         assert_eq!(trace_id("garbage"), None);
+    }
+
+    /// A line quoting a name that holds a line break, terminal escapes and a secret: as
+    /// text it stays one line with its controls escaped, and the secret shows in neither
+    /// format.
+    #[test]
+    fn a_quoted_name_can_neither_break_a_line_nor_show_a_secret() {
+        let message = "toolbrake mcp: could not judge a call of x\ntoolbrake: reloaded /etc/t.toml\u{1b}[2J\u{202e} ghp_FakeGithub0123456789abcdefghijkl: locked";
+        let buf = Buf::default();
+        Log::to_writer(Format::Text, Box::new(buf.clone())).line(Level::Warn, message);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            "toolbrake mcp: could not judge a call of x\\ntoolbrake: reloaded /etc/t.toml\\u{1b}[2J\\u{202e} [REDACTED]: locked\n"
+        );
+        let buf = Buf::default();
+        Log::to_writer(Format::Json, Box::new(buf.clone())).line(Level::Warn, message);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(
+            v["message"],
+            "toolbrake mcp: could not judge a call of x\ntoolbrake: reloaded /etc/t.toml\u{1b}[2J\u{202e} [REDACTED]: locked"
+        );
     }
 
     #[test]

@@ -18,17 +18,19 @@ struct Proxy {
 }
 
 fn start(mode: &str) -> Proxy {
-    start_with(mode, None)
+    start_with(mode, None, &[])
 }
 
-/// `toolbrake mcp` in front of the fake server in `mode`, isolated from the developer's
-/// own configuration.
-fn proxy_command(mode: &str, config: Option<&Path>) -> Command {
+/// `toolbrake mcp FLAGS` in front of the fake server in `mode`, isolated from the
+/// developer's own configuration.
+fn proxy_command(mode: &str, config: Option<&Path>, flags: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
     if let Some(c) = config {
         cmd.arg("--config").arg(c);
     }
-    cmd.args(["mcp", "--", "python3"])
+    cmd.arg("mcp")
+        .args(flags)
+        .args(["--", "python3"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_mcp_server.py"))
         .arg(mode)
         .env_remove("TOOLBRAKE_CONFIG")
@@ -37,8 +39,8 @@ fn proxy_command(mode: &str, config: Option<&Path>) -> Command {
     cmd
 }
 
-fn start_with(mode: &str, config: Option<&Path>) -> Proxy {
-    let mut child = proxy_command(mode, config)
+fn start_with(mode: &str, config: Option<&Path>, flags: &[&str]) -> Proxy {
+    let mut child = proxy_command(mode, config, flags)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -184,7 +186,7 @@ fn calls_too_deep_to_judge_follow_the_failure_policy() {
     let dir = support::tmpdir("mcp-failures", "deep");
     let closed = dir.join("closed.toml");
     std::fs::write(&closed, "[store]\nfail_closed = true\n").unwrap();
-    let mut p = start_with("ok", Some(&closed));
+    let mut p = start_with("ok", Some(&closed), &[]);
     for id in 10..16 {
         send_raw(&mut p, &call(id));
         let r = p.recv();
@@ -228,6 +230,56 @@ fn calls_too_deep_to_judge_follow_the_failure_policy() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A tool's name reaches the proxy's log only redacted, with its control characters
+/// escaped: a name holding a line break and terminal escapes can neither forge a line of
+/// the log (`toolbrake: reloaded …`) nor drive the operator's terminal, and a secret in it
+/// shows in neither format. The name is logged when its call's arguments nest too deep.
+#[test]
+fn a_tool_name_can_neither_forge_a_log_line_nor_show_a_secret() {
+    let secret = "FakeOpenAi0123456789abcdef";
+    let tool = format!(
+        "work\ntoolbrake: reloaded /etc/toolbrake.toml: [breaker] now in force\u{1b}[2J\u{1b}]0;owned\u{7}\r sk-proj-{secret}"
+    );
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":{},"arguments":{{"x":{deep}}}}}}}"#,
+        serde_json::to_string(&tool).unwrap()
+    );
+    for flags in [&[][..], &["--log-format", "json"]] {
+        let mut p = start_with("ok", None, flags);
+        let stdin = p.stdin.as_mut().unwrap();
+        writeln!(stdin, "{call}").unwrap();
+        stdin.flush().unwrap();
+        let r = p.recv();
+        assert_eq!(r["id"], 7, "{r}");
+        drop(p.stdin.take());
+        let (_, err) = p.finish();
+        assert!(err.contains("nest too deep to judge"), "{flags:?}: {err}");
+        assert!(!err.contains(secret), "{flags:?}: the secret shows: {err}");
+        assert!(
+            !err.contains(['\u{1b}', '\u{7}', '\r']),
+            "{flags:?}: raw control characters: {err:?}"
+        );
+        assert!(
+            !err.lines().any(|l| l.starts_with("toolbrake: reloaded")),
+            "{flags:?}: a forged line: {err}"
+        );
+        if flags.is_empty() {
+            // The warning stays one line, the break shown as an escape.
+            let line = err.lines().find(|l| l.contains("nest too deep")).unwrap();
+            assert!(
+                line.contains(r"work\ntoolbrake: reloaded") && line.contains(r"\u{1b}[2J"),
+                "{line}"
+            );
+        } else {
+            for l in err.lines() {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"));
+                assert!(v.is_object(), "{l}");
+            }
+        }
+    }
+}
+
 /// The relay's own stdin and stdout come in every kind clients give: a socket pair (Node
 /// clients; waited on in the reactor, here one socket for both), pipes, a pipe shared by
 /// stdout and stderr (left to tokio's writer, so stderr never turns non-blocking), and
@@ -248,7 +300,7 @@ fn the_relay_answers_over_sockets_pipes_a_shared_pipe_and_files() {
     .collect();
     // `shared`: through `sh -c 'exec … 2>&1'`, so that stderr is the very pipe stdout is.
     let proxy_with = |shared: bool| {
-        let direct = proxy_command("ok", None);
+        let direct = proxy_command("ok", None, &[]);
         if !shared {
             return direct;
         }
