@@ -22,12 +22,16 @@ outcome: `exit_code`, `status_code`, `is_error` when `ok` is false with neither,
 - first stop: the call number (1-based) of the first stop in each caught stuck run.
 
 Usage:
-  scripts/eval/detect.py CORPUS_DIR [--config FILE] [--binary PATH] [--verbose] [--json]
+  scripts/eval/detect.py CORPUS_DIR [--config FILE] [--binary PATH] [--half 0|1] [--verbose] [--json]
   scripts/eval/detect.py --calls FILE --labels FILE ...
+
+`--half H` keeps only the runs whose session id hashes to H: the first byte of the SHA-256
+of the session id (UTF-8), modulo 2. The split is stable (it depends on nothing but the id)
+and is how EVALUATION.md cross-validates a rule: chosen on one half, reported on the other.
 
 An empty output counts as no output (it is never waste and never harmful).
 """
-import argparse, gzip, json, os, re, statistics, subprocess, sys
+import argparse, gzip, hashlib, json, os, re, statistics, subprocess, sys
 from collections import defaultdict
 
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d{3,}")
@@ -65,6 +69,11 @@ def load(calls_path, labels_path):
                 lab = json.loads(line)
                 labels[lab["session"]] = lab
     return order, runs, labels
+
+
+def half_of(session):
+    """0 or 1: the first byte of the SHA-256 of the session id, modulo 2."""
+    return hashlib.sha256(session.encode("utf-8")).digest()[0] % 2
 
 
 def stuck(calls, lab):
@@ -183,6 +192,8 @@ def main():
     ap.add_argument("--labels")
     ap.add_argument("--config", help="a toolbrake.toml (default: the built-in defaults)")
     ap.add_argument("--binary", default=os.environ.get("TOOLBRAKE", "target/release/toolbrake"))
+    ap.add_argument("--half", type=int, choices=(0, 1),
+                    help="only the runs whose session id hashes to this half (cross-validation)")
     ap.add_argument("--verbose", action="store_true", help="list every stopped run's stops")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     a = ap.parse_args()
@@ -195,6 +206,8 @@ def main():
     if not calls:
         ap.error("name a corpus folder or --calls FILE")
     order, runs, labels = load(calls, labels_path)
+    if a.half is not None:
+        order = [s for s in order if half_of(s) == a.half]
     events = events_of(order, runs)
     answers = list(zip(events, judge(a.binary, a.config, events)))
     T, details = measure(order, runs, labels, answers)
