@@ -121,6 +121,20 @@ fn a_projects_file_tightens_detection_but_never_places_state_or_exports_calls() 
     assert_success(&out);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("toolbrake ignored `store.path`"), "{said}");
+
+    // So does `serve` started there, on its log.
+    let out = run_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_toolbrake"))
+            .env_remove("TOOLBRAKE_CONFIG")
+            .env("XDG_CONFIG_HOME", home.join("xdg"))
+            .env("HOME", &home)
+            .current_dir(&project)
+            .args(["serve", "--stdio"]),
+        b"",
+    );
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("toolbrake ignored `store.path`"), "{err}");
 }
 
 #[cfg(unix)]

@@ -148,6 +148,9 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     } else {
         None
     };
+    if let Some(ignored) = &s.ignored {
+        telemetry.warn(&ignored.message());
+    }
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     // The store's counters are read by the metrics endpoint, or by others sharing the
     // store (the dashboard, their own metrics); a memory store without one has no reader.
