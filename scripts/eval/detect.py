@@ -13,7 +13,9 @@ outcome: `exit_code`, `status_code`, `is_error` when `ok` is false with neither,
 `output_head`). A call is *stopped* when it is denied or asked about (nobody answers).
 
 - waste: a call whose output equals the output of the last identical call (same tool, same
-  canonical arguments) in its run, after masking `0x…` and numbers of 3+ digits;
+  canonical arguments) in its run, after masking `0x…` and numbers of 3+ digits, with the
+  same exit status (the exit code, and failed or not: a run that now passes is new even
+  when the head of its output is the same);
 - harmful stop: a stopped call that is not waste and has a recorded output;
 - harmed run: a resolved run with a harmful stop;
 - stuck run: unresolved, with 5+ identical calls in a row, or the same failing call 8+ times
@@ -69,6 +71,11 @@ def load(calls_path, labels_path):
                 lab = json.loads(line)
                 labels[lab["session"]] = lab
     return order, runs, labels
+
+
+def status_of(r):
+    """What a call's outcome says besides its text: its exit code, and whether it failed."""
+    return r.get("exit_code"), failing(r)
 
 
 def half_of(session):
@@ -143,7 +150,10 @@ def measure(order, runs, labels, answers):
             d = next(per_call)
             k = key_of(r)
             text = norm(r.get("output_head"))
-            waste = text is not None and last.get(k) == text
+            # The exit status is part of what a call returned: the same text with another
+            # exit code (a test run that now passes, its head unchanged) is new.
+            seen = (text, status_of(r))
+            waste = text is not None and last.get(k) == seen
             stopped = d.get("verdict") in ("deny", "ask")
             if waste:
                 T["waste"] += 1
@@ -169,7 +179,7 @@ def measure(order, runs, labels, answers):
                         if repeats[k] > 1:
                             T["stuck_knowable_stopped"] += 1
             if text is not None:
-                last[k] = text
+                last[k] = seen
         T["runs"] += 1
         T["resolved"] += bool(lab.get("resolved"))
         T["harmful"] += harmful
