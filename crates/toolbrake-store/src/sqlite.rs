@@ -205,6 +205,17 @@ fn create_schema(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     // WAL + NORMAL: a crashed process never corrupts the file; a power cut may lose the
     // last decisions, which only makes the brake forget a little.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // A file this version made already has every table: one read instead of parsing the
+    // schema again (a hook opens the file at every tool call, and that parse was a third
+    // of its start-up).
+    let made: rusqlite::Result<(Option<i64>, Option<i64>)> = conn.query_row(
+        "SELECT (SELECT v FROM meta WHERE k = 'schema'), (SELECT v FROM meta WHERE k = 'counters')",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    );
+    if let Ok((Some(version), Some(_))) = made {
+        return Ok(Some(version));
+    }
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS sessions (
              key TEXT PRIMARY KEY,
