@@ -31,6 +31,7 @@ mod artifacts;
 mod config;
 mod explain;
 mod hook;
+mod init;
 mod mcp;
 mod operate;
 mod replay;
@@ -334,9 +335,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             plugin,
         } => {
             let scope = match (project, local) {
-                (true, _) => hook::Scope::Project,
-                (_, true) => hook::Scope::Local,
-                _ => hook::Scope::User,
+                (true, _) => init::Scope::Project,
+                (_, true) => init::Scope::Local,
+                _ => init::Scope::User,
             };
             let hook_dialect = match dialect {
                 InitHost::Claude => Some(toolbrake_hooks::Dialect::Claude),
@@ -351,14 +352,14 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             };
             match (hook_dialect, plugin) {
                 (Some(_), Some(_)) => Err("--plugin is for opencode and kilo, which load toolbrake as a plugin; the other hosts run `toolbrake hook`".into()),
-                (Some(d), None) => hook::init(cli.config.as_deref(), d, scope, remove),
+                (Some(d), None) => init::init(cli.config.as_deref(), d, scope, remove),
                 (None, plugin) => {
                     let host = if matches!(dialect, InitHost::Kilo) {
-                        hook::PluginHost::Kilo
+                        init::PluginHost::Kilo
                     } else {
-                        hook::PluginHost::Opencode
+                        init::PluginHost::Opencode
                     };
-                    hook::init_plugin(host, scope, remove, plugin.as_deref())
+                    init::init_plugin(host, scope, remove, plugin.as_deref())
                 }
             }
         }

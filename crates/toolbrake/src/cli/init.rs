@@ -1,0 +1,614 @@
+//! `toolbrake init`: the hooks into the hosts' settings (Cline's hook files), and
+//! toolbrake's plugin (the Node package) into opencode's and Kilo Code's configuration.
+
+use super::CliError;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use toolbrake::settings;
+use toolbrake_hooks::{init as hooks_init, Dialect};
+
+fn home() -> Result<PathBuf, CliError> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| "HOME is not set; use --project or set HOME".into())
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The host's name, as its users know it.
+fn host_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Claude => "Claude Code",
+        Dialect::Codex => "Codex",
+        Dialect::Gemini => "Gemini CLI",
+        Dialect::Copilot => "GitHub Copilot CLI",
+        Dialect::Qwen => "Qwen Code",
+        Dialect::Cursor => "Cursor",
+        Dialect::Cline => "Cline",
+        Dialect::Factory => "Factory Droid",
+    }
+}
+
+/// Which settings file `init` edits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The user's settings.
+    User,
+    /// The project's shared (committed) settings.
+    Project,
+    /// The project's personal settings (Claude Code's `settings.local.json`).
+    Local,
+}
+
+/// The project a `--project` or `--local` install is for, found as the host finds it: the
+/// nearest folder, from the working one up, holding the host's own folder (`.claude`,
+/// `.codex`, `.gemini`; the user's, in the home folder, does not count) or a git
+/// repository's root; else the working folder. Absolute.
+fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
+    let own = match dialect {
+        Dialect::Claude => ".claude",
+        Dialect::Codex => ".codex",
+        Dialect::Gemini => ".gemini",
+        Dialect::Copilot => ".github",
+        Dialect::Qwen => ".qwen",
+        Dialect::Cursor => ".cursor",
+        Dialect::Cline => ".clinerules",
+        Dialect::Factory => ".factory",
+    };
+    Ok(project_root_marked(&cwd, |d| d.join(own).is_dir()))
+}
+
+/// The nearest folder from `cwd` up that is a git repository's root or that `marked`
+/// (the host's own folder or file; one in the home folder does not count: that is the
+/// user's), else `cwd`.
+fn project_root_marked(cwd: &Path, marked: impl Fn(&Path) -> bool) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    let found = cwd.ancestors().find(|d| {
+        let is_home = home
+            .as_deref()
+            .is_some_and(|h| std::fs::canonicalize(d).is_ok_and(|c| c == h));
+        d.join(".git").exists() || (!is_home && marked(d))
+    });
+    found.unwrap_or(cwd).to_path_buf()
+}
+
+/// The settings file `init` edits (absolute).
+fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    let file = settings_file_named(dialect, scope)?;
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
+    if scope == Scope::Local && dialect != Dialect::Claude {
+        return Err(format!("--local is for Claude Code (settings.local.json); {} has no personal project file: use --project or the default user settings", host_name(dialect)).into());
+    }
+    Ok(match (dialect, scope) {
+        (Dialect::Copilot, Scope::Project) => {
+            project_root(dialect)?.join(".github/hooks/toolbrake.json")
+        }
+        (Dialect::Copilot, _) => match env_dir("COPILOT_HOME") {
+            Some(d) => d.join("hooks/toolbrake.json"),
+            None => home()?.join(".copilot/hooks/toolbrake.json"),
+        },
+        (Dialect::Qwen, Scope::Project) => project_root(dialect)?.join(".qwen/settings.json"),
+        (Dialect::Qwen, _) => home()?.join(".qwen/settings.json"),
+        (Dialect::Cursor, Scope::Project) => project_root(dialect)?.join(".cursor/hooks.json"),
+        (Dialect::Cursor, _) => home()?.join(".cursor/hooks.json"),
+        (Dialect::Factory, Scope::Project) => project_root(dialect)?.join(".factory/hooks.json"),
+        (Dialect::Factory, _) => home()?.join(".factory/hooks.json"),
+        (Dialect::Cline, Scope::Project) => project_root(dialect)?.join(".clinerules/hooks"),
+        (Dialect::Cline, _) => match env_dir("CLINE_DIR") {
+            Some(d) => d.join("hooks"),
+            None => home()?.join(".cline/hooks"),
+        },
+        (Dialect::Claude, Scope::Project) => project_root(dialect)?.join(".claude/settings.json"),
+        (Dialect::Claude, Scope::Local) => {
+            project_root(dialect)?.join(".claude/settings.local.json")
+        }
+        (Dialect::Codex, Scope::Project) => project_root(dialect)?.join(".codex/hooks.json"),
+        (Dialect::Gemini, Scope::Project) => project_root(dialect)?.join(".gemini/settings.json"),
+        (Dialect::Gemini, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Gemini CLI has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Gemini, Scope::User) => home()?.join(".gemini/settings.json"),
+        (Dialect::Codex, Scope::Local) => {
+            return Err("--local is for Claude Code (settings.local.json); Codex has no personal project file: use --project or the default user settings".into())
+        }
+        (Dialect::Claude, Scope::User) => {
+            match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d).join("settings.json"),
+                None => home()?.join(".claude/settings.json"),
+            }
+        }
+        (Dialect::Codex, Scope::User) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d).join("hooks.json"),
+            None => home()?.join(".codex/hooks.json"),
+        },
+    })
+}
+
+/// Whether `toolbrake` on `PATH` is this very program: then the hook command can be the
+/// bare name, which stays right for teammates and after reinstalls.
+fn on_path_is_self(this: &Path) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path)
+        .map(|d| d.join("toolbrake"))
+        .find(|c| c.is_file())
+        .and_then(|c| c.canonicalize().ok())
+        .is_some_and(|c| c == this)
+}
+
+/// The command the hosts run: this program (by name when `PATH` finds it, else its path
+/// as one shell word), `hook`, the dialect.
+fn hook_command(dialect: Dialect) -> Result<String, CliError> {
+    let this = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok());
+    let exe = match &this {
+        Some(p) if on_path_is_self(p) => "toolbrake".to_string(),
+        Some(p) => p
+            .to_str()
+            .ok_or_else(|| {
+                format!(
+                    "this program's path {} is not UTF-8, which the hosts' settings files cannot hold; install it elsewhere",
+                    p.display()
+                )
+            })?
+            .to_string(),
+        None => "toolbrake".to_string(),
+    };
+    Ok(hooks_init::command_for(&exe, dialect)?)
+}
+
+/// The largest settings file `init` reads (a host's settings are a few kilobytes).
+const MAX_SETTINGS_BYTES: u64 = 4 << 20;
+
+pub fn init(
+    config: Option<&Path>,
+    dialect: Dialect,
+    scope: Scope,
+    remove: bool,
+) -> Result<ExitCode, CliError> {
+    if dialect == Dialect::Cline {
+        return init_cline(config, scope, remove);
+    }
+    let named = settings_file(dialect, scope)?;
+    if !remove {
+        // Hooks over a broken configuration would run unchecked: say so now, not later.
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `toolbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
+    if dialect == Dialect::Copilot {
+        retire_former_copilot_file(&named)?;
+    }
+    let command = hook_command(dialect)?;
+    edit_json(
+        &named,
+        remove,
+        "hooks",
+        (!remove).then_some(command.as_str()),
+        |settings| {
+            if remove {
+                hooks_init::remove(settings, dialect)
+            } else {
+                hooks_init::install(settings, dialect, &command)
+            }
+        },
+    )
+}
+
+/// GitHub Copilot CLI reads every file in its hooks folder; a build from before the rename
+/// wrote its hooks into one named after the project's former name, beside ours. Its hooks
+/// go (install and `--remove` alike: their program is gone), and the file too when nothing
+/// else is left in it.
+fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
+    let former = ours.with_file_name(format!("{}.json", toolbrake_hooks::former::NAME));
+    // Only a regular file (or a link to one) is read: a FIFO or a device a cloned
+    // repository planted at that name (`init copilot --project`) would hang `init` or fill
+    // its memory, and no build of ours ever wrote one.
+    if !std::fs::metadata(&former).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let Ok(text) = std::fs::read_to_string(&former) else {
+        return Ok(());
+    };
+    let Ok(mut settings) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(()); // not a hooks file Copilot could read either: not ours to judge
+    };
+    if hooks_init::remove(&mut settings, Dialect::Copilot).map_or(true, |c| c.is_empty()) {
+        return Ok(());
+    }
+    let left = settings
+        .as_object()
+        .is_some_and(|o| o.keys().any(|k| k != "version"));
+    if left {
+        edit_json(&former, true, "hooks", None, |s| {
+            hooks_init::remove(s, Dialect::Copilot)
+        })?;
+    } else {
+        std::fs::remove_file(&former)
+            .map_err(|e| format!("cannot remove {}: {e}", former.display()))?;
+        outln!(
+            "Removed {}: hooks an earlier build installed under the project's former name.",
+            former.display()
+        );
+    }
+    Ok(())
+}
+
+/// Reads a host's JSON settings file (through a symlink, to its target), applies `edit`,
+/// and, when it changed something, writes it back in the user's key order after a first
+/// backup; prints what it did and the result. `what` names what is installed.
+fn edit_json(
+    named: &Path,
+    remove: bool,
+    what: &str,
+    runs: Option<&str>,
+    edit: impl FnOnce(&mut serde_json::Value) -> Result<hooks_init::Changes, String>,
+) -> Result<ExitCode, CliError> {
+    // A symlinked settings file (dotfiles repositories do this) is updated where it points.
+    let path = match std::fs::symlink_metadata(named) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(named).map_err(|e| {
+            format!(
+                "{} is a symlink that does not resolve: {e}",
+                named.display()
+            )
+        })?,
+        _ => named.to_path_buf(),
+    };
+    // Only a regular file, and a settings file's size: a link to /dev/zero or a FIFO a
+    // cloned repository planted (`init --project`) is refused, never read for ever.
+    let existing = toolbrake::files::read_regular(&path, MAX_SETTINGS_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}; nothing was changed", path.display()))?;
+    let mut settings: serde_json::Value = match &existing {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{} is not valid JSON (line {}, column {}); fix it first, nothing was changed",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let changes =
+        edit(&mut settings).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+    if changes.is_empty() {
+        outln!(
+            "{}: already {} toolbrake's {what} — nothing to change.",
+            path.display(),
+            if remove { "without" } else { "has" },
+        );
+    } else {
+        if existing.is_some() && toolbrake::files::is_read_only(&path) {
+            return Err(format!(
+                "{} is read-only: toolbrake does not replace a file you made read-only. Make it writable (chmod u+w) and run init again; nothing was changed.",
+                path.display()
+            )
+            .into());
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        // The file keeps its mode (a private settings file stays private), and so does
+        // its backup.
+        let mode = toolbrake::files::mode_of(&path).unwrap_or(0o600);
+        // The first backup is the user's own file: a later install or removal never
+        // replaces it with a version toolbrake wrote.
+        if let Some(text) = &existing {
+            let backup = PathBuf::from(format!("{}.toolbrake-backup", path.display()));
+            // (A link planted at its name is no backup: it is replaced, never followed.)
+            if std::fs::symlink_metadata(&backup).is_ok_and(|m| m.file_type().is_file()) {
+                outln!(
+                    "Backup of the file before toolbrake first changed it, kept: {}",
+                    backup.display()
+                );
+            } else {
+                toolbrake::files::replace_own(&backup, text.as_bytes(), Some(mode))
+                    .map_err(|e| format!("cannot write the backup {}: {e}", backup.display()))?;
+                outln!("Backup of the previous file: {}", backup.display());
+            }
+        }
+        let body = hooks_init::render(existing.as_deref(), &settings);
+        toolbrake::files::replace(&path, body.as_bytes(), Some(mode))
+            .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+        outln!(
+            "{} toolbrake's {what} {} {} ({}).",
+            if remove { "Removed" } else { "Installed" },
+            if remove { "from" } else { "into" },
+            path.display(),
+            changes.events.join(", ")
+        );
+        // Only what changed is shown: the rest of the file is the user's own, and can hold
+        // credentials (API keys under "env").
+        if let Some(runs) = runs {
+            outln!("Each runs: {runs}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line that marks a Cline hook file as toolbrake's own.
+const CLINE_MARK: &str = "# Written by `toolbrake init cline`";
+
+fn is_our_cline_file(path: &Path) -> bool {
+    cline_file_marked(path, CLINE_MARK)
+}
+
+/// A Cline hook file a build from before the rename wrote ([`toolbrake_hooks::former`]):
+/// `init` rewrites it and `--remove` deletes it.
+fn is_former_cline_file(path: &Path) -> bool {
+    cline_file_marked(path, &toolbrake_hooks::former::cline_mark())
+}
+
+fn cline_file_marked(path: &Path, mark: &str) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+        && toolbrake::files::read_regular(path, MAX_SETTINGS_BYTES)
+            .is_ok_and(|t| t.is_some_and(|t| t.lines().any(|l| l.starts_with(mark))))
+}
+
+/// `toolbrake init cline`: Cline runs hook *files* named by event from `~/.cline/hooks`
+/// (`$CLINE_DIR/hooks`) or a workspace's `.clinerules/hooks`. Each of toolbrake's is a
+/// small shell script running `toolbrake hook cline`, named `<Event>`, or `<Event>.sh`
+/// when the user already has a hook of that name (Cline runs both). Files toolbrake did
+/// not write are never changed; `--remove` deletes only toolbrake's.
+fn init_cline(config: Option<&Path>, scope: Scope, remove: bool) -> Result<ExitCode, CliError> {
+    let dir = settings_file(Dialect::Cline, scope)?;
+    if !remove {
+        if let Err(e) = settings::load(config) {
+            return Err(format!(
+                "not installing: the configuration is invalid. {e} Fix it (see `toolbrake config check`) and run init again; nothing was changed."
+            )
+            .into());
+        }
+    }
+    let mut changed = Vec::new();
+    if remove {
+        for event in toolbrake_hooks::cline::EVENTS {
+            for name in [event.to_string(), format!("{event}.sh")] {
+                let path = dir.join(&name);
+                if is_our_cline_file(&path) || is_former_cline_file(&path) {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                    changed.push(name);
+                }
+            }
+        }
+        if changed.is_empty() {
+            outln!(
+                "{}: already without toolbrake's hooks — nothing to change.",
+                dir.display()
+            );
+        } else {
+            outln!(
+                "Removed toolbrake's hooks from {} ({}).",
+                dir.display(),
+                changed.join(", ")
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let command = hook_command(Dialect::Cline)?;
+    let mut skipped = Vec::new();
+    for event in toolbrake_hooks::cline::EVENTS {
+        let plain = dir.join(event);
+        let sh = dir.join(format!("{event}.sh"));
+        let script = format!(
+            "#!/bin/sh\n{CLINE_MARK}: Cline runs this file for its {event} hook; `toolbrake init cline --remove` deletes it.\nexec {command}\n"
+        );
+        let ours = [&plain, &sh].into_iter().find(|p| is_our_cline_file(p));
+        // Ours as it would be written now: nothing to do. Ours running another program
+        // (the binary moved): re-pointed in place.
+        if let Some(p) = ours {
+            if std::fs::read_to_string(p).is_ok_and(|t| t == script) {
+                continue;
+            }
+        }
+        let path = if let Some(p) = ours {
+            p.clone()
+        } else if is_former_cline_file(&plain) {
+            plain
+        } else if is_former_cline_file(&sh) {
+            sh
+        } else if std::fs::symlink_metadata(&plain).is_err() {
+            plain
+        } else if std::fs::symlink_metadata(&sh).is_err() {
+            sh
+        } else {
+            skipped.push(event.to_string());
+            continue;
+        };
+        toolbrake::files::replace_own(&path, script.as_bytes(), Some(0o755))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        changed.push(
+            path.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    if changed.is_empty() && skipped.is_empty() {
+        outln!(
+            "{}: already has toolbrake's hooks — nothing to change.",
+            dir.display()
+        );
+    } else if !changed.is_empty() {
+        outln!(
+            "Installed toolbrake's hooks into {} ({}).",
+            dir.display(),
+            changed.join(", ")
+        );
+    }
+    if !skipped.is_empty() {
+        return Err(format!(
+            "{}: {} and {}.sh are both your own files, so toolbrake's hook for {} was not installed; rename one and run init again",
+            dir.display(),
+            skipped[0],
+            skipped[0],
+            skipped.join(", ")
+        )
+        .into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hosts that load toolbrake as a plugin (the Node package's `opencode.js`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginHost {
+    /// opencode.
+    Opencode,
+    /// Kilo Code's CLI, an opencode fork.
+    Kilo,
+}
+
+impl PluginHost {
+    /// The configuration's name (`opencode`, `kilo`): the folder under
+    /// `$XDG_CONFIG_HOME` and the file's stem.
+    fn name(self) -> &'static str {
+        match self {
+            PluginHost::Opencode => "opencode",
+            PluginHost::Kilo => "kilo",
+        }
+    }
+}
+
+/// `NAME.json`, or `NAME.jsonc` when only that one exists, in `dir`.
+fn json_or_jsonc(dir: &Path, name: &str) -> PathBuf {
+    let json = dir.join(format!("{name}.json"));
+    let jsonc = dir.join(format!("{name}.jsonc"));
+    if !json.exists() && jsonc.exists() {
+        jsonc
+    } else {
+        json
+    }
+}
+
+/// The configuration file `init opencode|kilo` edits (absolute): the user's,
+/// `$XDG_CONFIG_HOME/NAME/NAME.json`, or the project's, `NAME.json` at its root (the
+/// nearest folder up holding one, a `.NAME` folder or a git repository's root).
+fn plugin_config_file(host: PluginHost, scope: Scope) -> Result<PathBuf, CliError> {
+    let name = host.name();
+    let file = match scope {
+        Scope::Local => {
+            return Err(format!("--local is for Claude Code (settings.local.json); {name} has no personal project file: use --project or the default user settings").into())
+        }
+        Scope::User => {
+            let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => home()?.join(".config"),
+            };
+            json_or_jsonc(&config.join(name), name)
+        }
+        Scope::Project => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| format!("cannot read the working folder: {e}"))?;
+            let root = project_root_marked(&cwd, |d| {
+                d.join(format!(".{name}")).is_dir()
+                    || d.join(format!("{name}.json")).is_file()
+                    || d.join(format!("{name}.jsonc")).is_file()
+            });
+            json_or_jsonc(&root, name)
+        }
+    };
+    Ok(std::path::absolute(&file).unwrap_or(file))
+}
+
+/// The folder of toolbrake's Node package a plugin spec names (`file://` or a path; the
+/// folder, or a file in it), if it is one: its `package.json` names `toolbrake` and it has
+/// `opencode.js`.
+fn node_package(spec: &str) -> Option<PathBuf> {
+    node_package_named(spec, "toolbrake")
+}
+
+/// The folder of a Node package called `name` with `opencode.js` that a plugin spec names.
+fn node_package_named(spec: &str, name: &str) -> Option<PathBuf> {
+    let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
+    let dir = if path.is_file() { path.parent()? } else { path };
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).ok()?).ok()?;
+    (manifest["name"] == name && dir.join("opencode.js").is_file()).then(|| dir.to_path_buf())
+}
+
+/// Whether a plugin entry is toolbrake's: its Node package, or a path that was one
+/// (`…/bindings/node`, `…/node_modules/toolbrake`, with or without `/opencode.js`); or the
+/// package of a build from before the rename ([`toolbrake_hooks::former`]), which `init`
+/// re-points and `--remove` removes.
+fn is_our_plugin(spec: &str) -> bool {
+    let former = toolbrake_hooks::former::NAME;
+    if node_package(spec).is_some() || node_package_named(spec, former).is_some() {
+        return true;
+    }
+    let path = spec.strip_prefix("file://").unwrap_or(spec);
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix("/opencode.js").unwrap_or(path);
+    path.ends_with("/bindings/node")
+        || path.ends_with("/node_modules/toolbrake")
+        || path.ends_with(&format!("/node_modules/{former}"))
+}
+
+/// `toolbrake init opencode|kilo`: names the Node package's folder in the host's `plugin`
+/// list (or removes it).
+pub fn init_plugin(
+    host: PluginHost,
+    scope: Scope,
+    remove: bool,
+    package: Option<&Path>,
+) -> Result<ExitCode, CliError> {
+    let file = plugin_config_file(host, scope)?;
+    if remove {
+        return edit_json(&file, true, "plugin", None, |settings| {
+            hooks_init::plugin::remove(settings, is_our_plugin)
+        });
+    }
+    let name = host.name();
+    let Some(package) = package else {
+        return Err(format!(
+            "{name} loads toolbrake as a plugin from its Node package: build it (cd bindings/node && npm ci && npm run build) and name its folder, `toolbrake init {name} --plugin /path/to/toolbrake/bindings/node`; nothing was changed"
+        )
+        .into());
+    };
+    let dir = std::fs::canonicalize(package)
+        .ok()
+        .and_then(|p| node_package(&p.display().to_string()))
+        .ok_or_else(|| {
+            format!(
+                "{} is not toolbrake's Node package (a folder whose package.json names `toolbrake`, with opencode.js); nothing was changed",
+                package.display()
+            )
+        })?;
+    let built = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".node"))
+        })
+        .unwrap_or(false);
+    if !built {
+        return Err(format!(
+            "{} has no native addon yet: run `npm ci && npm run build` there first; nothing was changed",
+            dir.display()
+        )
+        .into());
+    }
+    let spec = dir.display().to_string();
+    edit_json(&file, false, "plugin", Some(&spec), |settings| {
+        hooks_init::plugin::install(settings, &spec, is_our_plugin)
+    })
+}
