@@ -422,10 +422,8 @@ fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
     }
     assert!(init(&["copilot"]).contains("nothing to change"));
     init(&["copilot", "--remove"]);
-    assert_eq!(
-        read(&dir.join(".copilot/hooks/toolbrake.json")),
-        json!({"version": 1})
-    );
+    // init made the file, and it held nothing else: it goes.
+    assert!(!dir.join(".copilot/hooks/toolbrake.json").exists());
     assert_eq!(
         std::fs::read_to_string(dir.join(".copilot/hooks/mine.json")).unwrap(),
         "{\"version\": 1, \"hooks\": {}}"
@@ -504,7 +502,7 @@ fn init_installs_and_removes_for_copilot_qwen_cursor_factory_and_cline() {
     assert_eq!(f["PreToolUse"][0]["matcher"], "*");
     assert!(f.get("PostToolUseFailure").is_none());
     init(&["factory", "--project", "--remove"]);
-    assert_eq!(read(&proj.join(".factory/hooks.json")), json!({}));
+    assert!(!proj.join(".factory/hooks.json").exists(), "init made it");
 
     // Cline: executable hook files; a user's own PreToolUse stays, toolbrake's goes beside
     // it as PreToolUse.sh; --remove deletes only toolbrake's.
@@ -661,7 +659,7 @@ fn init_opencode_and_kilo_name_the_node_package_as_a_plugin() {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(v["plugin"], json!([real]));
         assert_success(&init(&sub, &[host, "--project", "--remove"]));
-        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "{}");
+        assert!(!file.exists(), "init made {host}.json and removes it");
     }
     assert!(!sub.join("opencode.json").exists());
 }

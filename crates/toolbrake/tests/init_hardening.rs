@@ -282,3 +282,75 @@ fn init_refuses_settings_that_are_not_files_and_read_only_ones() {
     assert!(!said.contains("sk-ant-api03"), "{said}");
     assert!(read_json(&settings)["env"]["ANTHROPIC_API_KEY"].is_string());
 }
+
+#[test]
+fn a_file_init_made_goes_with_remove_and_is_never_backed_up() {
+    let dir = tmpdir("init-hardening", "made");
+    let home = dir.join("home");
+    let bin = binary_in(&dir.join("bin"));
+    let project = dir.join("repo");
+    std::fs::create_dir_all(&project).unwrap();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&project)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let has_git = git(&["init", "-q"]);
+    let settings = project.join(".claude/settings.json");
+    let backup = project.join(".claude/settings.json.toolbrake-backup");
+
+    assert_success(&init_with(&bin, &home, &project, &["claude", "--project"]));
+    assert!(settings.is_file() && !backup.exists());
+    // Re-pointed after a move: still nothing of the user's to back up.
+    let moved = binary_in(&dir.join("moved"));
+    assert_success(&init_with(
+        &moved,
+        &home,
+        &project,
+        &["claude", "--project"],
+    ));
+    assert!(!backup.exists());
+    let out = init_with(
+        &moved,
+        &home,
+        &project,
+        &["claude", "--project", "--remove"],
+    );
+    assert_success(&out);
+    assert!(
+        !settings.exists(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!backup.exists());
+
+    // A file with the user's own keys keeps them, and its backup is the user's file.
+    std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
+    assert_success(&init_with(&bin, &home, &project, &["claude", "--project"]));
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "{\"model\": \"opus\"}\n"
+    );
+    assert_success(&init_with(
+        &bin,
+        &home,
+        &project,
+        &["claude", "--project", "--remove"],
+    ));
+    assert_eq!(read_json(&settings), json!({"model": "opus"}));
+
+    // A personal file git would commit is named as such.
+    if has_git {
+        let out = init_with(&bin, &home, &project, &["claude", "--local"]);
+        assert_success(&out);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("git does not ignore"), "{said}");
+        std::fs::write(project.join(".gitignore"), ".claude/settings.local.json\n").unwrap();
+        let out = init_with(&moved, &home, &project, &["claude", "--local"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(!said.contains("git does not ignore"), "{said}");
+    }
+}

@@ -197,19 +197,51 @@ pub fn init(
         retire_former_copilot_file(&named)?;
     }
     let command = hook_command(dialect)?;
-    edit_json(
+    let strip = |s: &mut serde_json::Value| hooks_init::remove(s, dialect);
+    let install = |s: &mut serde_json::Value| hooks_init::install(s, dialect, &command);
+    let done = edit_json(
         &named,
-        remove,
         "hooks",
         (!remove).then_some(command.as_str()),
-        |settings| {
-            if remove {
-                hooks_init::remove(settings, dialect)
-            } else {
-                hooks_init::install(settings, dialect, &command)
-            }
-        },
-    )
+        &strip,
+        (!remove).then_some(&install as &Edit<'_>),
+    )?;
+    if scope == Scope::Local && !remove && !git_ignores(&named) {
+        outln!(
+            "Note: git does not ignore {}: Claude Code ignores only the personal settings files it creates itself. Add `.claude/settings.local.json` to the project's .gitignore so it is not committed.",
+            named.display()
+        );
+    }
+    Ok(done)
+}
+
+/// Whether the git repository holding `path` ignores it (true outside a repository, or
+/// without git: nothing would commit it).
+fn git_ignores(path: &Path) -> bool {
+    let Some(dir) = path.parent() else {
+        return true;
+    };
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["check-ignore", "-q", "--"])
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    // 0: ignored; 1: not ignored; 128: not a repository (or another failure).
+    !matches!(status.map(|s| s.code()), Ok(Some(1)))
+}
+
+/// A change `init` makes to a settings document (what it installed or removed).
+type Edit<'a> = dyn Fn(&mut serde_json::Value) -> Result<hooks_init::Changes, String> + 'a;
+
+/// Whether a settings document holds nothing of the user's: no key, or only the format
+/// `version` Copilot's and Cursor's hook files carry.
+fn holds_nothing(v: &serde_json::Value) -> bool {
+    v.as_object()
+        .is_some_and(|o| o.keys().all(|k| k == "version"))
 }
 
 /// GitHub Copilot CLI reads every file in its hooks folder; a build from before the rename
@@ -237,9 +269,13 @@ fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
         .as_object()
         .is_some_and(|o| o.keys().any(|k| k != "version"));
     if left {
-        edit_json(&former, true, "hooks", None, |s| {
-            hooks_init::remove(s, Dialect::Copilot)
-        })?;
+        edit_json(
+            &former,
+            "hooks",
+            None,
+            &|s| hooks_init::remove(s, Dialect::Copilot),
+            None,
+        )?;
     } else {
         std::fs::remove_file(&former)
             .map_err(|e| format!("cannot remove {}: {e}", former.display()))?;
@@ -251,16 +287,20 @@ fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Reads a host's JSON settings file (through a symlink, to its target), applies `edit`,
-/// and, when it changed something, writes it back in the user's key order after a first
-/// backup; prints what it did and the result. `what` names what is installed.
+/// Reads a host's JSON settings file (through a symlink, to its target), applies `install`
+/// (or, without one, `strip`, which removes what is toolbrake's), and, when it changed
+/// something, writes it back in the user's key order after a first backup of the user's
+/// own file; prints what it did. A file that holds nothing of the user's is never backed
+/// up, and is deleted when what is toolbrake's is removed from it (`init` made it). `what`
+/// names what is installed; `runs`, the command it runs.
 fn edit_json(
     named: &Path,
-    remove: bool,
     what: &str,
     runs: Option<&str>,
-    edit: impl FnOnce(&mut serde_json::Value) -> Result<hooks_init::Changes, String>,
+    strip: &Edit<'_>,
+    install: Option<&Edit<'_>>,
 ) -> Result<ExitCode, CliError> {
+    let remove = install.is_none();
     // A symlinked settings file (dotfiles repositories do this) is updated where it points.
     let path = match std::fs::symlink_metadata(named) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(named).map_err(|e| {
@@ -286,8 +326,13 @@ fn edit_json(
         })?,
         _ => serde_json::json!({}),
     };
-    let changes =
-        edit(&mut settings).map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
+    // What of the file is the user's own: it without toolbrake's entries.
+    let users_own = {
+        let mut v = settings.clone();
+        existing.is_some() && strip(&mut v).is_ok() && !holds_nothing(&v)
+    };
+    let changes = install.unwrap_or(strip)(&mut settings)
+        .map_err(|e| format!("{}: {e}; nothing was changed", path.display()))?;
     if changes.is_empty() {
         outln!(
             "{}: already {} toolbrake's {what} — nothing to change.",
@@ -309,9 +354,20 @@ fn edit_json(
         // The file keeps its mode (a private settings file stays private), and so does
         // its backup.
         let mode = toolbrake::files::mode_of(&path).unwrap_or(0o600);
+        if remove && !users_own {
+            std::fs::remove_file(&path)
+                .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            outln!(
+                "Removed {}: toolbrake made it, and it held nothing else ({}).",
+                path.display(),
+                changes.events.join(", ")
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         // The first backup is the user's own file: a later install or removal never
-        // replaces it with a version toolbrake wrote.
-        if let Some(text) = &existing {
+        // replaces it with a version toolbrake wrote, and a file that held only
+        // toolbrake's entries is no one's to restore.
+        if let Some(text) = existing.as_ref().filter(|_| users_own) {
             let backup = PathBuf::from(format!("{}.toolbrake-backup", path.display()));
             // (A link planted at its name is no backup: it is replaced, never followed.)
             if std::fs::symlink_metadata(&backup).is_ok_and(|m| m.file_type().is_file()) {
@@ -573,9 +629,13 @@ pub fn init_plugin(
 ) -> Result<ExitCode, CliError> {
     let file = plugin_config_file(host, scope)?;
     if remove {
-        return edit_json(&file, true, "plugin", None, |settings| {
-            hooks_init::plugin::remove(settings, is_our_plugin)
-        });
+        return edit_json(
+            &file,
+            "plugin",
+            None,
+            &|s| hooks_init::plugin::remove(s, is_our_plugin),
+            None,
+        );
     }
     let name = host.name();
     let Some(package) = package else {
@@ -608,7 +668,11 @@ pub fn init_plugin(
         .into());
     }
     let spec = dir.display().to_string();
-    edit_json(&file, false, "plugin", Some(&spec), |settings| {
-        hooks_init::plugin::install(settings, &spec, is_our_plugin)
-    })
+    edit_json(
+        &file,
+        "plugin",
+        Some(&spec),
+        &|s| hooks_init::plugin::remove(s, is_our_plugin),
+        Some(&|s| hooks_init::plugin::install(s, &spec, is_our_plugin)),
+    )
 }
