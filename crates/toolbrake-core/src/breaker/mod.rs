@@ -18,6 +18,7 @@ pub mod url;
 pub use config::{BreakerConfig, LocalHosts, OnLimit, ToolClasses};
 pub use failure::{classify, Failure, Outcome, Reason};
 pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind};
+pub use mutation::FileId;
 
 use crate::canonical::CanonicalError;
 use crate::progress::OutputDigest;
@@ -36,6 +37,8 @@ pub const ENGINE: &str = "breaker";
 pub const MAX_TRACKED: usize = 256;
 /// Calls whose last outcome is remembered for the unchanged track.
 pub const MAX_UNCHANGED: usize = 64;
+/// Files remembered as edited in a session (the unchanged track's "never edited before").
+pub const MAX_EDITED_FILES: usize = 64;
 /// Calls remembered for cycle detection: four calls a period, `MAX_CYCLE_LIMIT` periods.
 pub const MAX_RECENT: usize = 4 * config::MAX_CYCLE_LIMIT as usize;
 
@@ -167,11 +170,12 @@ pub struct PostReport {
 }
 
 /// What the breaker's judging of a call needs of the call alone: its fingerprints (their
-/// gates are read again by the breaker that judges) and whether it changes the workspace.
+/// gates are read again by the breaker that judges), whether it changes the workspace, and
+/// the files it changes and reads (the unchanged track).
 #[derive(Debug)]
 pub(crate) struct PreparedCall {
     set: fingerprint::FingerprintSet,
-    mutating: bool,
+    fx: mutation::Effects,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,6 +213,12 @@ struct Inflight {
     /// The call changes the workspace (progress signal).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     mutating: bool,
+    /// The files it changes, when it names them (progress signal, the unchanged track).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    writes: Vec<FileId>,
+    /// The files its output depends on (progress signal, the unchanged track).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reads: Vec<FileId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,6 +268,39 @@ struct Unchanged {
     /// The one rerun after a stop and a change has been used.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     retried: bool,
+    /// The files the call's output depends on ([`mutation::Files::reads`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reads: Vec<FileId>,
+    /// A file never edited before in the session was edited since the call last ran: its
+    /// next run is let through whatever its count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    fresh: bool,
+    /// The last change that restarted the count or let the next run through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kept: Option<Kept>,
+}
+
+/// Why the unchanged track let a call run again although its result kept coming back the
+/// same: a change that can make its next run differ (docs/decisions.md, "Unchanged").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kept {
+    /// A file the call runs or names (its script, a test file on its command line) was
+    /// edited, re-created or deleted: its output changes by construction, its count restarts.
+    ScriptEdited,
+    /// A file never edited before in the session was edited (the agent found another place
+    /// to change): its next run is let through.
+    NewFile,
+}
+
+impl Kept {
+    /// What an operator reads (`toolbrake explain`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kept::ScriptEdited => "the script it runs (or a file on its command line) was edited",
+            Kept::NewFile => "a file never edited before in this session was edited",
+        }
+    }
 }
 
 /// What the unchanged track knows of a call, for operators (`toolbrake explain`).
@@ -269,10 +312,25 @@ pub struct UnchangedView {
     pub after_edits: u32,
     /// The gate (`unchanged_limit`), when on.
     pub limit: Option<u32>,
+    /// The next run would be stopped.
+    pub stops: bool,
+    /// The last change that restarted the count or let the next run through.
+    pub kept: Option<Kept>,
+    /// That change lets the next run through whatever the count ([`Kept::NewFile`]).
+    pub fresh: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+impl Unchanged {
+    /// Whether the call's next run is stopped at `limit`: its result came back the same
+    /// `limit` times in a row, no new file was edited since it last ran, and it is not the
+    /// one rerun after a stop and a further change.
+    fn stops(&self, limit: u32) -> bool {
+        self.same >= limit && !self.fresh && !(self.stopped && self.edited && !self.retried)
+    }
 }
 
 /// One call that ran, for cycle detection: its `exact:` id and, once reported, the digest
@@ -311,6 +369,9 @@ pub struct BreakerState {
     /// The last outcome per call, for the unchanged track (most recent last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unchanged: Vec<Unchanged>,
+    /// The files edited in the session (the unchanged track), least recently edited first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    edited_files: Vec<FileId>,
 }
 
 /// A fingerprint against its gate, as operators see it: `(fingerprint, count, limit)`.
@@ -397,6 +458,9 @@ impl BreakerState {
             same: u.map_or(0, |u| u.same),
             after_edits: u.map_or(0, |u| u.after_edits),
             limit,
+            stops: limit.is_some_and(|l| u.is_some_and(|u| u.stops(l))),
+            kept: u.and_then(|u| u.kept),
+            fresh: u.is_some_and(|u| u.fresh),
         }
     }
 
@@ -572,7 +636,11 @@ impl Breaker {
         }
         Ok(Some(PreparedCall {
             set: fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?,
-            mutating: self.cfg.progress && self.cfg.tools.is_mutating(tool, args),
+            fx: if self.cfg.progress {
+                mutation::effects(&self.cfg.tools, tool, args)
+            } else {
+                mutation::Effects::default()
+            },
         }))
     }
 
@@ -586,11 +654,11 @@ impl Breaker {
         tool: &str,
         prepared: Option<&PreparedCall>,
     ) -> BreakerVerdict {
-        let Some(PreparedCall { set, mutating }) = prepared else {
+        let Some(PreparedCall { set, fx }) = prepared else {
             return BreakerVerdict::Proceed { advisory: None };
         };
         let shell = set.class == "shell";
-        let mutating = *mutating;
+        let mutating = fx.mutating;
         let mut fps: Vec<FpMeta> = set
             .fps
             .iter()
@@ -646,6 +714,8 @@ impl Breaker {
                 fps,
                 status: Status::Ran,
                 mutating,
+                writes: fx.writes.clone(),
+                reads: fx.reads.clone(),
             });
             return BreakerVerdict::Proceed { advisory };
         }
@@ -664,6 +734,8 @@ impl Breaker {
                     hits: hits.clone(),
                 },
                 mutating,
+                writes: fx.writes.clone(),
+                reads: fx.reads.clone(),
             });
             return BreakerVerdict::Ask { reason, hits };
         }
@@ -678,6 +750,8 @@ impl Breaker {
             fps,
             status: Status::Denied,
             mutating,
+            writes: Vec::new(),
+            reads: Vec::new(),
         });
         self.deny_verdict(st, tool, blocking, refused)
     }
@@ -717,6 +791,9 @@ impl Breaker {
                     same: 0,
                     after_edits: 0,
                     limit,
+                    stops: false,
+                    kept: None,
+                    fresh: false,
                 },
                 |id| st.unchanged_view(id, limit),
             ),
@@ -878,6 +955,7 @@ impl Breaker {
                 for u in st.unchanged.iter_mut() {
                     u.edited = true;
                 }
+                self.remember_edits(st, &call);
             }
         }
         if let Some(text) = outcome.text.as_deref() {
@@ -978,13 +1056,20 @@ impl Breaker {
                     detail: None,
                     stopped: false,
                     retried: false,
+                    reads: Vec::new(),
+                    fresh: false,
+                    kept: None,
                 }
             }
         };
+        if u.reads != call.reads {
+            u.reads.clone_from(&call.reads);
+        }
         if u.out != d {
             u.out = d;
             u.same = 0;
             u.after_edits = 0;
+            u.kept = None;
         } else if counts && (u.edited || call.mutating) {
             u.same = u.same.saturating_add(1);
             u.after_edits = u.after_edits.saturating_add(u.edited as u32);
@@ -995,7 +1080,53 @@ impl Breaker {
         }
         u.detail = failure.cloned();
         u.edited = false;
+        u.fresh = false;
         st.unchanged.push(u);
+    }
+
+    /// A successful call changed the workspace (progress signal, the unchanged track). A
+    /// call whose output depends on a file it changed (the script it runs, a test file on
+    /// its command line) starts its count again: its next run differs by construction. When
+    /// it changed a file never edited before in the session, every call's next run is let
+    /// through once: the agent is trying something new.
+    fn remember_edits(&self, st: &mut BreakerState, call: &Inflight) {
+        if self.cfg.unchanged_limit.is_none() || call.writes.is_empty() {
+            return;
+        }
+        let touches = |u: &Unchanged| {
+            u.reads
+                .iter()
+                .any(|r| call.writes.iter().any(|w| w.same_file(r)))
+        };
+        let mut new = false;
+        for w in &call.writes {
+            match st.edited_files.iter().position(|e| e.same_file(w)) {
+                Some(i) => {
+                    let e = st.edited_files.remove(i);
+                    st.edited_files.push(e);
+                }
+                None => {
+                    new = true;
+                    if st.edited_files.len() >= MAX_EDITED_FILES {
+                        st.edited_files.remove(0);
+                    }
+                    st.edited_files.push(*w);
+                }
+            }
+        }
+        for u in st.unchanged.iter_mut() {
+            if touches(u) {
+                u.same = 0;
+                u.after_edits = 0;
+                u.stopped = false;
+                u.retried = false;
+                u.fresh = false;
+                u.kept = Some(Kept::ScriptEdited);
+            } else if new {
+                u.fresh = true;
+                u.kept = Some(Kept::NewFile);
+            }
+        }
     }
 
     /// A call is about to run: it joins the history cycle detection reads.
@@ -1145,9 +1276,7 @@ impl Breaker {
                 .iter()
                 .find(|f| f.kind == Kind::Exact && !st.exempt.contains(&f.id));
             if let Some(f) = exact.filter(|f| !out.iter().any(|h| h.id == f.id)) {
-                if let Some(u) = st.unchanged.iter().find(|u| {
-                    u.fp == f.id && u.same >= limit && !(u.stopped && u.edited && !u.retried)
-                }) {
+                if let Some(u) = st.unchanged.iter().find(|u| u.fp == f.id && u.stops(limit)) {
                     out.push(IdHit {
                         id: f.id,
                         hit: Hit {

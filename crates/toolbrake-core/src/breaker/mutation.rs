@@ -286,25 +286,28 @@ const PACKAGE_WRITES: &[&str] = &[
     "sync",
 ];
 
-/// Whether one simple command (its words, no operators) writes to the workspace.
-fn simple_writes(words: &[&str]) -> bool {
+/// The index of a simple command's verb: past assignments, options, durations and wrapper
+/// words (`FOO=1 sudo timeout 5 touch x`).
+fn verb_index(words: &[&str]) -> usize {
     let mut i = 0;
     while i < words.len() {
         let w = words[i];
-        let b = basename(w);
         if is_assignment(w)
             || w.starts_with('-')
             || (i > 0 && w.chars().all(|c| c.is_ascii_digit() || ".smhd".contains(c)))
+            || WRAPPERS.contains(&basename(w).as_str())
         {
-            i += 1;
-            continue;
-        }
-        if WRAPPERS.contains(&b.as_str()) {
             i += 1;
             continue;
         }
         break;
     }
+    i
+}
+
+/// Whether one simple command (its words, no operators) writes to the workspace.
+fn simple_writes(words: &[&str]) -> bool {
+    let i = verb_index(words);
     let Some(verb) = words.get(i).map(|w| basename(w)) else {
         return false;
     };
@@ -355,10 +358,14 @@ fn simple_writes(words: &[&str]) -> bool {
 /// assert!(!shell_writes("grep -rn 'a > b' src/"));
 /// ```
 pub fn shell_writes(command: &str) -> bool {
+    lexed_writes(&lex(command))
+}
+
+/// [`shell_writes`] of a lexed command.
+fn lexed_writes(lexed: &[Word]) -> bool {
     let mut words: Vec<&str> = Vec::new();
-    let lexed = lex(command);
     let mut after_redirect = false;
-    for w in &lexed {
+    for w in lexed {
         match w {
             Word::Redirect(Some(t)) => {
                 if !harmless_target(t) {
@@ -388,6 +395,593 @@ pub fn shell_writes(command: &str) -> bool {
         after_redirect = false;
     }
     simple_writes(&words)
+}
+
+// ---------------------------------------------------------------------------------------
+// Which files a call changes and which files its output depends on: the unchanged track's
+// mechanisms (docs/decisions.md, "Progress", "Unchanged").
+
+/// Files kept per call and per list at most (writes, reads): the rest are not named.
+pub const MAX_FILES: usize = 4;
+
+/// A file as a call names it, as two 8-byte ids (SHA-256): its normalised path ([`normalise`])
+/// and its last component. Two names are the same file when both paths are absolute and
+/// equal, or, when either is relative (toolbrake does not know where the command runs),
+/// when their last components are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileId {
+    /// The normalised path.
+    #[serde(rename = "p")]
+    pub path: u64,
+    /// Its last component.
+    #[serde(rename = "b")]
+    pub base: u64,
+    /// The path is absolute.
+    #[serde(rename = "a", default, skip_serializing_if = "std::ops::Not::not")]
+    pub absolute: bool,
+}
+
+impl FileId {
+    /// The id of a normalised path ([`normalise`]).
+    pub fn of(path: &str) -> FileId {
+        let base = path.rsplit('/').next().unwrap_or(path);
+        FileId {
+            path: super::FpId::of(path).0,
+            base: super::FpId::of(base).0,
+            absolute: path.starts_with('/'),
+        }
+    }
+
+    /// Whether two names are the same file (see [`FileId`]).
+    ///
+    /// ```
+    /// use toolbrake_core::breaker::mutation::{normalise, FileId};
+    /// let id = |cwd, name| FileId::of(&normalise(cwd, name).unwrap());
+    /// assert!(id(Some("/w"), "./a/b.py").same_file(&id(None, "/w/a/../a/b.py")));
+    /// assert!(id(None, "b.py").same_file(&id(None, "/w/a/b.py")));
+    /// assert!(!id(None, "/site-packages/a/b.py").same_file(&id(None, "/w/a/b.py")));
+    /// ```
+    pub fn same_file(&self, other: &FileId) -> bool {
+        if self.absolute && other.absolute {
+            self.path == other.path
+        } else {
+            self.base == other.base
+        }
+    }
+}
+
+/// A file name as a command running in `cwd` (when known) names it, normalised: joined to
+/// `cwd` when relative, `.` and `..` resolved, repeated and trailing slashes dropped.
+/// `None` for what names no file toolbrake can compare: an option, a glob, a variable, a
+/// URL, a device, a directory's `..`.
+///
+/// ```
+/// use toolbrake_core::breaker::mutation::normalise;
+/// assert_eq!(normalise(None, "./src/../a//b.py").as_deref(), Some("a/b.py"));
+/// assert_eq!(normalise(Some("/w/x"), "../b.py").as_deref(), Some("/w/b.py"));
+/// assert_eq!(normalise(None, "tests/t.py::TestA::test_b").as_deref(), Some("tests/t.py"));
+/// assert_eq!(normalise(None, "*.py"), None);
+/// assert_eq!(normalise(None, "/dev/null"), None);
+/// ```
+pub fn normalise(cwd: Option<&str>, name: &str) -> Option<String> {
+    // A pytest node id names its file first.
+    let name = name.split("::").next().unwrap_or(name);
+    if name.is_empty()
+        || name.starts_with('-')
+        || name.starts_with("/dev/")
+        || name.starts_with("/proc/")
+        || name.contains("://")
+        || name.contains(['$', '*', '?', '`', '{', '[', '<', '>', '=', '\n', '\\'])
+    {
+        return None;
+    }
+    let joined;
+    let full = match cwd {
+        Some(dir) if !name.starts_with('/') && !name.starts_with('~') => {
+            joined = format!("{dir}/{name}");
+            joined.as_str()
+        }
+        _ => name,
+    };
+    let absolute = full.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for p in full.split('/') {
+        match p {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|l| *l != "..") => {
+                parts.pop();
+            }
+            _ => parts.push(p),
+        }
+    }
+    if parts.last().is_none_or(|l| *l == "..") {
+        return None;
+    }
+    let mut path = String::with_capacity(full.len() + 1);
+    for p in &parts {
+        if absolute || !path.is_empty() {
+            path.push('/');
+        }
+        path.push_str(p);
+    }
+    Some(path)
+}
+
+/// The files a call names, normalised ([`normalise`]), at most [`MAX_FILES`] each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    /// It changes the workspace ([`super::config::ToolClasses::is_mutating`]).
+    pub mutating: bool,
+    /// The files it writes, creates, moves or deletes, when it names them (only for a call
+    /// that changes the workspace).
+    pub writes: Vec<String>,
+    /// The files its output depends on, as its arguments name them: the script it runs
+    /// (`python x.py`, `bash x.sh`, `./x`, `node x.js`, `python -m pkg.mod`), the test
+    /// files and modules and the other files on its command line (`pytest tests/t.py`,
+    /// `python -m django test app.tests.test_x`, `pylint x.py`), the file a file tool
+    /// reads. A command that writes (`rm`, `sed -i`, `cp`) does not read its own operands.
+    pub reads: Vec<String>,
+}
+
+/// What a call does, as [`FileId`]s: what the engine keeps of [`Files`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// It changes the workspace.
+    pub mutating: bool,
+    /// The files it changes.
+    pub writes: Vec<FileId>,
+    /// The files its output depends on.
+    pub reads: Vec<FileId>,
+}
+
+impl From<Files> for Effects {
+    fn from(f: Files) -> Effects {
+        Effects {
+            mutating: f.mutating,
+            writes: f.writes.iter().map(|p| FileId::of(p)).collect(),
+            reads: f.reads.iter().map(|p| FileId::of(p)).collect(),
+        }
+    }
+}
+
+/// [`files`] as ids.
+pub fn effects(tools: &super::config::ToolClasses, tool: &str, args: &Value) -> Effects {
+    files(tools, tool, args).into()
+}
+
+/// Argument keys that name the file of a file tool's call.
+pub const PATH_KEYS: &[&str] = &[
+    "path",
+    "file_path",
+    "filepath",
+    "filename",
+    "file",
+    "file_name",
+    "target_file",
+    "notebook_path",
+    "absolute_path",
+];
+
+/// What a call does to files ([`Files`]). A configured mutating tool writes the file of
+/// its path argument ([`PATH_KEYS`]), the files a patch names (`*** Update File: a.py`),
+/// or the files on its own command line (`create reproduce.py`); another tool reads the
+/// file of its path argument; a shell tool's command is read for both
+/// ([`super::config::ToolClasses::is_mutating`] decides `mutating` exactly as before).
+///
+/// ```
+/// use toolbrake_core::breaker::mutation::files;
+/// use toolbrake_core::breaker::BreakerConfig;
+/// let cfg = BreakerConfig::default();
+/// let f = files(cfg.tools(), "Bash", &serde_json::json!({"command": "cd /w && python3 t.py"}));
+/// assert_eq!(f.reads, ["/w/t.py"]);
+/// let f = files(cfg.tools(), "Bash", &serde_json::json!({"command": "sed -i 's/a/b/' t.py"}));
+/// assert!(f.mutating && f.writes == ["t.py"] && f.reads.is_empty());
+/// let f = files(cfg.tools(), "Edit", &serde_json::json!({"file_path": "/w/t.py"}));
+/// assert!(f.mutating && f.writes == ["/w/t.py"]);
+/// ```
+pub fn files(tools: &super::config::ToolClasses, tool: &str, args: &Value) -> Files {
+    let mut f = Files::default();
+    if tools.mutating.iter().any(|m| m.matches(tool, args)) {
+        f.mutating = true;
+        tool_files(tool, args, true, &mut f.writes);
+        return f;
+    }
+    if !tools.is_shell(tool) {
+        tool_files(tool, args, false, &mut f.reads);
+        return f;
+    }
+    let Some(command) = tools.command_line(args) else {
+        return f;
+    };
+    let lexed = lex(&command);
+    f.mutating = lexed_writes(&lexed);
+    match strip_heredocs(&command) {
+        // Lexed once when there is no here-document (nearly always).
+        std::borrow::Cow::Borrowed(_) => shell_files(&lexed, &mut f),
+        std::borrow::Cow::Owned(body_less) => shell_files(&lex(&body_less), &mut f),
+    }
+    if f.mutating && command.contains("*** ") {
+        // `apply_patch <<'EOF'` (Codex's shell): the patch names its files.
+        patch_files(&command, &mut f.writes);
+    }
+    if !f.mutating {
+        f.writes.clear();
+    }
+    f
+}
+
+fn push_name(out: &mut Vec<String>, name: Option<String>) {
+    if let Some(n) = name {
+        if out.len() < MAX_FILES && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+}
+
+/// The files a file tool's call names: its path argument; for a mutating tool without one,
+/// the files of a patch or of its own command line.
+fn tool_files(tool: &str, args: &Value, mutating: bool, out: &mut Vec<String>) {
+    for key in PATH_KEYS {
+        match args.get(key) {
+            Some(Value::String(p)) => push_name(out, normalise(None, p)),
+            Some(Value::Array(items)) => {
+                for p in items.iter().filter_map(Value::as_str) {
+                    push_name(out, normalise(None, p));
+                }
+            }
+            _ => {}
+        }
+    }
+    if !out.is_empty() {
+        return;
+    }
+    let Value::Object(map) = args else { return };
+    for v in map.values() {
+        let Some(text) = v.as_str() else { continue };
+        if mutating {
+            patch_files(text, out);
+        }
+        // A command line of the tool itself (`create reproduce.py`, `open a.py`: SWE-agent).
+        let first = text.lines().next().unwrap_or("");
+        let mut words = first.split_whitespace();
+        if words.next() == Some(tool) {
+            for w in words.take_while(|w| !w.starts_with('#')) {
+                if has_extension(w) {
+                    push_name(out, normalise(None, w));
+                }
+            }
+        }
+    }
+}
+
+/// The files a patch in apply_patch's format names (`*** Update File: a.py`).
+fn patch_files(text: &str, out: &mut Vec<String>) {
+    for line in text.lines() {
+        for head in [
+            "*** Update File: ",
+            "*** Add File: ",
+            "*** Delete File: ",
+            "*** Move to: ",
+        ] {
+            if let Some(p) = line.strip_prefix(head) {
+                push_name(out, normalise(None, p.trim()));
+            }
+        }
+    }
+}
+
+/// Whether a word's last component has a file extension (`a/b.py`, `x.tar.gz`): a name, a
+/// dot, one to eight letters or digits with at least one letter.
+fn has_extension(word: &str) -> bool {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    base.rsplit_once('.').is_some_and(|(name, ext)| {
+        !name.is_empty()
+            && (1..=8).contains(&ext.len())
+            && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+            && ext.bytes().any(|b| b.is_ascii_alphabetic())
+    })
+}
+
+/// Extensions that make a dotted word a file name, not a Python module (`t.py`).
+const FILE_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "txt", "json", "yaml", "yml", "toml", "cfg", "ini", "sh", "md", "rst", "csv",
+    "xml", "html", "js", "ts", "java", "c", "h", "go", "rb", "rs", "log", "out",
+];
+
+/// The file a command-line word names ([`Files::reads`]): a path with an extension, or,
+/// where Python code runs, a dotted module: `tests.admin.test_x` is `tests/admin/test_x.py`,
+/// `pkg.mod.TestCase.test_a` is `pkg/mod.py` (a test id: the module ends before the first
+/// capitalised part).
+fn named_file(word: &str, python: bool, cwd: Option<&str>) -> Option<String> {
+    let word = word.split("::").next().unwrap_or(word);
+    let dotted = python
+        && !word.contains('/')
+        && word.contains('.')
+        && word.split('.').all(|p| {
+            p.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        })
+        && !FILE_EXTENSIONS.contains(&word.rsplit('.').next().unwrap_or(""));
+    if dotted {
+        let parts: Vec<&str> = word
+            .split('.')
+            .take_while(|p| !p.starts_with(|c: char| c.is_ascii_uppercase()))
+            .collect();
+        if parts.is_empty() {
+            return None;
+        }
+        return normalise(cwd, &format!("{}.py", parts.join("/")));
+    }
+    if has_extension(word) {
+        return normalise(cwd, word);
+    }
+    None
+}
+
+/// The command without the bodies of its here-documents: data, not commands (borrowed
+/// when it has none).
+fn strip_heredocs(command: &str) -> std::borrow::Cow<'_, str> {
+    if !command.contains("<<") {
+        return std::borrow::Cow::Borrowed(command);
+    }
+    let mut out = String::with_capacity(command.len());
+    // The delimiters still open, first first, and whether tabs before them are stripped.
+    let mut open: Vec<(String, bool)> = Vec::new();
+    for line in command.split('\n') {
+        if let Some((delim, tabs)) = open.first() {
+            let l = if *tabs {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            if l.trim_end() == delim {
+                open.remove(0);
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        let mut rest = line;
+        while let Some(i) = rest.find("<<") {
+            rest = &rest[i + 2..];
+            if let Some(r) = rest.strip_prefix('<') {
+                // `<<<`: a here-string, on its line.
+                rest = r;
+                continue;
+            }
+            let tabs = rest.starts_with('-');
+            let r = rest.trim_start_matches('-').trim_start();
+            let r = r.trim_start_matches(['\'', '"', '\\']);
+            let end = r
+                .find(|c: char| c.is_whitespace() || "'\";&|)<>".contains(c))
+                .unwrap_or(r.len());
+            if end > 0 {
+                open.push((r[..end].to_string(), tabs));
+            }
+            rest = &r[end..];
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Interpreters and runners whose operands are what they run or read (besides any verb
+/// written as a path, `./x`, and the Python family, matched by prefix).
+const INTERPRETERS: &[&str] = &[
+    "bash", "sh", "zsh", "dash", "ksh", "node", "nodejs", "ts-node", "tsx", "deno", "bun", "ruby",
+    "perl", "php", "rscript", "lua", "julia", "groovy", "source", ".", "java", "kotlin", "scala",
+    "swift", "elixir", "javac", "gcc", "g++", "cc", "clang", "rustc", "go",
+];
+/// Options that take a value (`python -W ignore x.py`, `pytest -k name`).
+const VALUE_OPTS: &[&str] = &[
+    "-W",
+    "-X",
+    "-cp",
+    "-classpath",
+    "--class-path",
+    "-k",
+    "-o",
+    "-p",
+    "-n",
+    "--rootdir",
+    "-d",
+    "-I",
+    "-L",
+    "--settings",
+    "-t",
+    "--tests",
+    "-C",
+];
+/// Options after which an interpreter's code is inline (`python -c CODE`, `node -e CODE`).
+const INLINE_OPTS: &[&str] = &["-c", "-e", "-E", "--eval", "--print", "-lc", "-ic"];
+
+/// The files one simple command reads and writes; a `cd` moves `cwd`.
+fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut Files) {
+    let i = verb_index(words);
+    let Some(&verb_word) = words.get(i) else {
+        return;
+    };
+    let verb = basename(verb_word);
+    let rest: Vec<&str> = words[i + 1..]
+        .iter()
+        .copied()
+        .filter(|w| !w.starts_with('<'))
+        .collect();
+    if verb == "cd" || verb == "pushd" {
+        if let Some(dir) = rest.first().filter(|d| !d.starts_with('-')) {
+            *cwd = match (dir.starts_with('/'), cwd.as_deref()) {
+                (true, _) => Some((*dir).to_string()),
+                (false, Some(c)) => Some(format!("{c}/{dir}")),
+                (false, None) => None,
+            };
+        }
+        return;
+    }
+    let here = cwd.as_deref();
+    let operands = |skip_values: &[&str]| -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut j = 0;
+        while j < rest.len() {
+            let w = rest[j];
+            if w == "--" {
+                out.extend(rest[j + 1..].iter().copied());
+                break;
+            }
+            if w.starts_with('-') && w.len() > 1 {
+                j += if skip_values.contains(&w) { 2 } else { 1 };
+                continue;
+            }
+            out.push(w);
+            j += 1;
+        }
+        out
+    };
+    let in_place = matches!(verb.as_str(), "sed" | "perl")
+        && rest.iter().any(|w| {
+            *w == "--in-place" || (w.starts_with('-') && !w.starts_with("--") && w.contains('i'))
+        });
+    let writer = in_place
+        || WRITERS.contains(&verb.as_str())
+        || matches!(verb.as_str(), "tee" | "dd" | "git" | "unlink" | "shred");
+    if !writer {
+        // What it reads: a verb written as a path runs that file; the operands of any
+        // other command name its inputs (the script, test files and modules, files).
+        if verb_word.contains('/') {
+            push_name(&mut f.reads, normalise(here, verb_word));
+        }
+        let python = verb.starts_with("python")
+            || verb.starts_with("pypy")
+            || matches!(verb.as_str(), "pytest" | "py.test")
+            || verb.ends_with(".py");
+        let interpreter = python || INTERPRETERS.contains(&verb.as_str());
+        let mut j = 0;
+        while j < rest.len() {
+            let w = rest[j];
+            j += 1;
+            if interpreter && INLINE_OPTS.contains(&w) {
+                break;
+            }
+            if w == "-m" && python {
+                // `python -m pkg.mod`: the module's file.
+                if let Some(m) = rest.get(j) {
+                    push_name(&mut f.reads, named_file(m, true, here));
+                }
+                j += 1;
+            } else if w.starts_with('-') {
+                j += usize::from(VALUE_OPTS.contains(&w));
+            } else {
+                push_name(&mut f.reads, named_file(w, python, here));
+            }
+        }
+    }
+    if !writes {
+        return;
+    }
+    // What it writes.
+    let at = |w: &str| normalise(here, w);
+    match verb.as_str() {
+        "cp" | "mv" | "install" | "ln" | "rsync" => {
+            let ops = operands(&["-t", "-S", "--target-directory", "-m", "-o", "-g"]);
+            if let Some((dest, srcs)) = ops.split_last() {
+                push_name(&mut f.writes, at(dest));
+                for s in srcs {
+                    if verb == "mv" {
+                        push_name(&mut f.writes, at(s));
+                    }
+                    // A destination directory receives the file under its own name.
+                    if let Some(b) = s.rsplit('/').next() {
+                        push_name(&mut f.writes, at(&format!("{dest}/{b}")));
+                    }
+                }
+            }
+        }
+        "rm" | "touch" | "truncate" | "unlink" | "shred" => {
+            for w in operands(&["-s", "--size", "--reference"]) {
+                push_name(&mut f.writes, at(w));
+            }
+        }
+        "chmod" | "chown" => {
+            for w in operands(&["--reference"]).iter().skip(1) {
+                push_name(&mut f.writes, at(w));
+            }
+        }
+        "tee" => {
+            for w in operands(&[]) {
+                if !harmless_target(w) {
+                    push_name(&mut f.writes, at(w));
+                }
+            }
+        }
+        "sed" | "perl" if in_place => {
+            // The script is the first operand unless `-e` or `-f` gave it.
+            let scripted = rest
+                .iter()
+                .any(|w| matches!(*w, "-e" | "-f" | "--expression" | "--file"));
+            let ops = operands(&["-e", "-f", "--expression", "--file", "-l"]);
+            for w in ops.iter().skip(usize::from(!scripted)) {
+                push_name(&mut f.writes, at(w));
+            }
+        }
+        "dd" => {
+            for w in &rest {
+                if let Some(target) = w.strip_prefix("of=") {
+                    push_name(&mut f.writes, at(target));
+                }
+            }
+        }
+        "git" => {
+            // `git checkout -- a.py`, `git restore a.py`: the files it names.
+            let ops = operands(&["-C", "-c", "-s", "--source", "-b", "-B"]);
+            if ops
+                .first()
+                .is_some_and(|s| matches!(*s, "checkout" | "restore" | "rm" | "mv"))
+            {
+                for w in ops[1..].iter().filter(|w| has_extension(w)) {
+                    push_name(&mut f.writes, at(w));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The files a lexed shell command reads and, when it writes, writes: redirection targets,
+/// `tee`, `sed -i`, `cp`/`mv` destinations, `rm`, `touch`…; a relative name is read in the
+/// directory a `cd` of the same command moved to, when it names one.
+fn shell_files(lexed: &[Word], f: &mut Files) {
+    let writes = f.mutating;
+    let mut cwd: Option<String> = None;
+    let mut words: Vec<&str> = Vec::new();
+    let mut after_redirect = false;
+    for w in lexed {
+        match w {
+            Word::Redirect(Some(t)) => {
+                if writes && !harmless_target(t) {
+                    push_name(&mut f.writes, normalise(cwd.as_deref(), t));
+                }
+            }
+            Word::Redirect(None) => {
+                after_redirect = true;
+                continue;
+            }
+            Word::Op => {
+                simple_files(&words, writes, &mut cwd, f);
+                words.clear();
+            }
+            Word::Text(text) => {
+                if after_redirect {
+                    if writes && !harmless_target(text) {
+                        push_name(&mut f.writes, normalise(cwd.as_deref(), text));
+                    }
+                } else {
+                    words.push(text);
+                }
+            }
+        }
+        after_redirect = false;
+    }
+    simple_files(&words, writes, &mut cwd, f);
 }
 
 #[cfg(test)]
