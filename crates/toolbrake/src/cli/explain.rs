@@ -120,11 +120,24 @@ pub fn run(
                     String::new()
                 },
                 match u.limit {
-                    Some(l) if u.same >= l => format!("stopped at {l}: this call would be stopped"),
+                    Some(l) if u.stops => format!("stopped at {l}: this call would be stopped"),
+                    Some(l) if u.same >= l => {
+                        format!("stopped at {l}: its next run is let through")
+                    }
                     Some(l) => format!("stopped at {l}"),
                     None => "the unchanged track is off".into(),
                 }
             );
+            // The change that kept it running although its result kept coming back the same.
+            match (u.kept, u.fresh) {
+                (Some(k @ toolbrake::breaker::Kept::NewFile), true) => {
+                    outln!("  kept:       {} since it last ran", k.describe())
+                }
+                (Some(k @ toolbrake::breaker::Kept::ScriptEdited), _) => {
+                    outln!("  kept:       its count restarted: {}", k.describe())
+                }
+                _ => {}
+            }
             if let Some(p) = b.cycle {
                 outln!("  cycle:      this call would start another round of a {p}-call cycle");
             }
@@ -153,6 +166,28 @@ pub fn run(
             (false, _) => "no",
         }
     );
+    if b.progress() {
+        let files = toolbrake::breaker::mutation::files(b.tools(), tool, &args);
+        let list = |names: &[String]| {
+            names
+                .iter()
+                .map(|n| toolbrake::redact::redact(n).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !files.reads.is_empty() {
+            outln!(
+                "reads:      {} (an edit of one restarts its unchanged count)",
+                list(&files.reads)
+            );
+        }
+        if !files.writes.is_empty() {
+            outln!(
+                "writes:     {} (when it succeeds, a call that reads one counts from 0 again)",
+                list(&files.writes)
+            );
+        }
+    }
     if !set.stripped.is_empty() {
         outln!("decoys:     stripped {}", set.stripped.join(", "));
     }
