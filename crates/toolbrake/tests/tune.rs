@@ -559,3 +559,37 @@ fn each_setting_is_judged_as_the_replay_report_of_its_configuration() {
     // The gates changed what was stopped: the settings were not judged alike.
     assert!(stopped_differ.len() > 1, "{stopped_differ:?}");
 }
+
+/// `--write` with nothing to change leaves a missing file missing, and says so truly.
+#[test]
+fn write_with_nothing_to_change_creates_no_file() {
+    let dir = tmpdir("tune", "nothing-to-write");
+    let history = dir.join("history.jsonl");
+    std::fs::write(
+        &history,
+        concat!(
+            r#"{"event":"call","session":"s","id":"1","tool":"t","args":{"a":1}}"#,
+            "\n",
+            r#"{"event":"result","session":"s","id":"1","outcome":{"text":"x"}}"#,
+            "\n",
+            r#"{"event":"call","session":"s","id":"2","tool":"t","args":{"a":2}}"#,
+            "\n",
+            r#"{"event":"result","session":"s","id":"2","outcome":{"text":"y"}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let target = dir.join("toolbrake.toml");
+    let out = isolated_bin()
+        .arg("tune")
+        .arg("--write")
+        .arg(&target)
+        .arg(&history)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(!target.exists());
+    let err = stderr(&out);
+    assert!(err.contains("nothing to write"), "{err}");
+    assert!(!err.contains("left as it is"), "{err}");
+}

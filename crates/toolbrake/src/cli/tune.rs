@@ -133,10 +133,17 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
                 .into())
             }
             Some(r) if tuning.settings[r].changes.is_empty() => {
-                warn!(
-                    "toolbrake: the recommendation is your configuration: {} left as it is",
-                    path.display()
-                );
+                if path.exists() {
+                    warn!(
+                        "toolbrake: the recommendation is your configuration: {} left as it is",
+                        path.display()
+                    );
+                } else {
+                    warn!(
+                        "toolbrake: the recommendation is the configuration in force: nothing to write, {} not created",
+                        path.display()
+                    );
+                }
             }
             Some(r) => {
                 toolbrake::ui::apply_edit(path, &tuning.settings[r].edit())
