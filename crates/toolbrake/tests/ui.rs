@@ -110,6 +110,15 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// A client that shows redirects instead of following them.
+fn no_redirect() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
 async fn get_text(c: &reqwest::Client, url: impl reqwest::IntoUrl) -> String {
     c.get(url).send().await.unwrap().text().await.unwrap()
 }
@@ -211,6 +220,13 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
             && settings_page.contains("value=\"4\""),
         "{settings_page}"
     );
+    // Every limit the README documents for these tables is in the form.
+    for key in ["streak.progress_limit", "breaker.unchanged_limit", "breaker.cycle_limit"] {
+        assert!(
+            settings_page.contains(&format!("name=\"{key}\"")),
+            "{key} missing from the settings form"
+        );
+    }
     let js = c
         .get(format!("{}/assets/app.js", s.base))
         .send()
@@ -373,13 +389,22 @@ async fn a_token_is_required_when_set_and_other_origins_cannot_change_anything()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    // ?token= once: a cookie keeps it.
-    let r = c
+    // ?token= once: a cookie keeps it, and the page is reloaded without it (never left in
+    // the address bar or the history).
+    let r = no_redirect()
+        .get(format!("{}/sessions?x=1&token=s3cret-token", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/sessions?x=1");
+    let r = no_redirect()
         .get(format!("{}/?token=s3cret-token", s.base))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"], "/");
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
@@ -447,7 +472,7 @@ async fn a_state_changing_request_needs_the_origin_or_the_bearer_token() {
     assert_eq!(status, 200, "{v}");
 
     let s = start("bearer", &["--token", "s3cret-token"]);
-    let r = c
+    let r = no_redirect()
         .get(format!("{}/?token=s3cret-token", s.base))
         .send()
         .await

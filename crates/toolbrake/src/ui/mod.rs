@@ -110,6 +110,27 @@ fn token_of(req: &Request) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// The request's path and query with every `token` parameter taken out.
+fn without_token(uri: &axum::http::Uri) -> String {
+    let kept: Vec<(String, String)> = uri
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .filter(|(k, _)| k != "token")
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let path = uri.path();
+    if kept.is_empty() {
+        return path.to_string();
+    }
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(kept)
+        .finish();
+    format!("{path}?{query}")
+}
+
 fn query_token(req: &Request) -> Option<String> {
     let q = req.uri().query()?;
     url::form_urlencoded::parse(q.as_bytes())
@@ -176,9 +197,22 @@ async fn guard(State(ui): State<Shared>, req: Request, next: Next) -> Response {
             );
         }
         if from_query.is_some() && given.is_none() {
-            set_cookie = Some(format!(
-                "{COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict"
-            ));
+            let cookie = format!("{COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict");
+            // A page opened with ?token= is sent to the same address without it: the
+            // token stays out of the address bar, the history and any Referer.
+            if *req.method() == Method::GET {
+                let mut resp = StatusCode::SEE_OTHER.into_response();
+                let to = without_token(req.uri());
+                for (k, v) in [(header::LOCATION, to), (header::SET_COOKIE, cookie)] {
+                    if let Ok(v) = HeaderValue::from_str(&v) {
+                        resp.headers_mut().insert(k, v);
+                    }
+                }
+                resp.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                return resp;
+            }
+            set_cookie = Some(cookie);
         }
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
