@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use toolbrake::settings::{self, shown_url, StoreKind, StoreSettings};
 use toolbrake_core::config::{no_env, ConfigError};
-use toolbrake_core::{Call, Engine, Outcome as CoreOutcome, SessionState};
+use toolbrake_core::{Call, Engine, EngineError, Outcome as CoreOutcome, SessionState};
 use toolbrake_session::{SessionError, Sessions};
 use toolbrake_store::Store;
 
@@ -74,6 +74,89 @@ fn guarded<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Fork safety
+
+/// Every native operation that takes a lock (the store's, a connection's) runs inside the
+/// fork gate; `os.fork()` closes it first (`os.register_at_fork`, in the package's
+/// `__init__`), waiting for the operations under way, so that no lock is held by a thread
+/// the child will not have. The gate is a counter of operations under way plus a bit for a
+/// fork being made: plain atomics, nothing a forked child can find half-taken.
+mod fork_gate {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const FORKING: usize = 1 << (usize::BITS - 1);
+    static GATE: AtomicUsize = AtomicUsize::new(0);
+
+    /// An operation under way (leaves the gate when dropped).
+    pub struct Inside(());
+
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            GATE.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// Enters the gate, waiting while a fork is being made.
+    pub fn enter() -> Inside {
+        let mut s = GATE.load(Ordering::Relaxed);
+        loop {
+            if s & FORKING != 0 {
+                std::thread::yield_now();
+                s = GATE.load(Ordering::Relaxed);
+                continue;
+            }
+            match GATE.compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Inside(()),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Before a fork: no new operation starts, and those under way finish.
+    pub fn close() {
+        GATE.fetch_or(FORKING, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while GATE.load(Ordering::Acquire) & !FORKING != 0 {
+            spins += 1;
+            if spins < 100 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// After a fork, in the parent: operations go on.
+    pub fn open() {
+        GATE.fetch_and(!FORKING, Ordering::AcqRel);
+    }
+
+    /// After a fork, in the child: its only thread is the one that forked.
+    pub fn reset() {
+        GATE.store(0, Ordering::Release);
+    }
+}
+
+/// `os.register_at_fork(before=...)`: waits for the native operations under way (with the
+/// GIL released: they finish without it).
+#[pyfunction]
+fn _fork_before(py: Python<'_>) {
+    py.detach(fork_gate::close);
+}
+
+/// `os.register_at_fork(after_in_parent=...)`.
+#[pyfunction]
+fn _fork_after_parent() {
+    fork_gate::open();
+}
+
+/// `os.register_at_fork(after_in_child=...)`.
+#[pyfunction]
+fn _fork_after_child() {
+    fork_gate::reset();
+}
+
+// ---------------------------------------------------------------------------------------
 // Python values as JSON
 
 /// A path inside a value, as Python subscripts (`["items"][2]`).
@@ -85,11 +168,33 @@ fn at(path: &str) -> String {
     }
 }
 
+/// A type's name as Python code spells it: `int` for a builtin, `numpy.bool` for a
+/// numpy scalar (its bare name would read as Python's own `bool`).
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
+    let t = obj.get_type();
+    let name = t
         .qualname()
         .map(|n| n.to_string())
-        .unwrap_or_else(|_| "object".into())
+        .unwrap_or_else(|_| "object".into());
+    match t.module().map(|m| m.to_string()) {
+        Ok(m) if m != "builtins" && !m.is_empty() => {
+            // numpy's scalars live in `numpy` (`numpy._core...` is an implementation detail).
+            let top = m.split('.').next().unwrap_or(&m);
+            if top == "numpy" {
+                format!("numpy.{name}")
+            } else {
+                format!("{m}.{name}")
+            }
+        }
+        _ => name,
+    }
+}
+
+/// How [`to_json`] reads a value: `default` turns an object with no JSON form of its own
+/// into one that has (as `json.dumps`'s `default=`), called once per object.
+struct Reader<'a, 'py> {
+    what: &'a str,
+    default: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// Converts `obj` to JSON. `what` names the whole value in messages ("the arguments of
@@ -97,10 +202,11 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// down (a cycle is a container met again on its own path).
 fn to_json(
     obj: &Bound<'_, PyAny>,
-    what: &str,
+    r: &Reader<'_, '_>,
     path: &mut String,
     stack: &mut Vec<usize>,
 ) -> PyResult<Value> {
+    let what = r.what;
     if obj.is_none() {
         return Ok(Value::Null);
     }
@@ -182,7 +288,7 @@ fn to_json(
                     ))
                 })?;
                 let _ = write!(path, "[{}]", Value::String(key.to_string()));
-                let v = to_json(&v, what, path, stack)?;
+                let v = to_json(&v, r, path, stack)?;
                 path.truncate(len);
                 map.insert(key.into_owned(), v);
             }
@@ -191,7 +297,7 @@ fn to_json(
             let mut items = Vec::new();
             for (i, v) in obj.try_iter()?.enumerate() {
                 let _ = write!(path, "[{i}]");
-                items.push(to_json(&v?, what, path, stack)?);
+                items.push(to_json(&v?, r, path, stack)?);
                 path.truncate(len);
             }
             Value::Array(items)
@@ -226,14 +332,60 @@ fn to_json(
         None
     };
     match plain {
-        Some(p) => to_json(&p, what, path, stack),
-        None => Err(refuse(&format!("an object of type {}", type_name(obj)))),
+        Some(p) => to_json(&p, r, path, stack),
+        None => match r.default {
+            // The hook's answer is read without the hook (no endless conversions).
+            Some(f) => {
+                let p = f.call1((obj,)).map_err(|e| {
+                    if e.is_instance_of::<PyTypeError>(obj.py()) {
+                        refuse(&format!("an object of type {}", type_name(obj)))
+                    } else {
+                        e
+                    }
+                })?;
+                // A container it returned may hold more such objects (a class's
+                // `__dict__`); any other answer is read without the hook (no endless
+                // conversions).
+                if p.is_instance_of::<PyDict>()
+                    || p.is_instance_of::<PyList>()
+                    || p.is_instance_of::<PyTuple>()
+                {
+                    to_json(&p, r, path, stack)
+                } else {
+                    to_json(
+                        &p,
+                        &Reader {
+                            what,
+                            default: None,
+                        },
+                        path,
+                        stack,
+                    )
+                }
+            }
+            None => Err(refuse(&format!("an object of type {}", type_name(obj)))),
+        },
     }
 }
 
 /// `obj` as JSON, or a `TypeError` / `ValueError` naming where it cannot be.
 fn json_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    to_json(obj, what, &mut String::new(), &mut Vec::new())
+    json_with(obj, what, None)
+}
+
+/// [`json_of`] with a `default` hook for objects with no JSON form of their own.
+fn json_with(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    default: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Value> {
+    let default = default.filter(|d| !d.is_none());
+    to_json(
+        obj,
+        &Reader { what, default },
+        &mut String::new(),
+        &mut Vec::new(),
+    )
 }
 
 /// A JSON value as a Python one.
@@ -536,6 +688,14 @@ fn store_spec(py: Python<'_>, spec: &str, s: &mut StoreSettings) -> PyResult<()>
 }
 
 impl NativeBrake {
+    /// Whether `id` is one this brake made up (`<prefix>-<n>` with `n` already issued).
+    fn issued(&self, id: &str) -> bool {
+        id.strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n < self.next.load(Ordering::Relaxed))
+    }
+
     fn sessions(&self) -> Sessions<'_, dyn Store> {
         Sessions::new(&self.engine, &*self.store).with_fail_closed(self.fail_closed)
     }
@@ -629,7 +789,10 @@ impl NativeBrake {
                 store_spec(py, spec, &mut st)?;
             }
             let opened = py
-                .detach(|| st.open(StoreKind::Memory, &settings::process_env))
+                .detach(|| {
+                    let _inside = fork_gate::enter();
+                    st.open(StoreKind::Memory, &settings::process_env)
+                })
                 .map_err(|e| {
                     toolbrake_error(py, format!("toolbrake: cannot open the store: {e}"))
                 })?;
@@ -650,7 +813,8 @@ impl NativeBrake {
     }
 
     /// Judges a call before it runs.
-    #[pyo3(signature = (tool, args=None, session="default", call_id=None, agent=None))]
+    #[pyo3(signature = (tool, args=None, session="default", call_id=None, agent=None, default=None))]
+    #[allow(clippy::too_many_arguments)]
     fn before(
         &self,
         py: Python<'_>,
@@ -659,10 +823,11 @@ impl NativeBrake {
         session: &str,
         call_id: Option<String>,
         agent: Option<&str>,
+        default: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyDecision> {
         guarded(py, || {
             let args = match args.filter(|a| !a.is_none()) {
-                Some(a) => json_of(a, &format!("the arguments of {tool}"))?,
+                Some(a) => json_with(a, &format!("the arguments of {tool}"), default)?,
                 None => Value::Object(Map::new()),
             };
             let id = call_id.unwrap_or_else(|| {
@@ -679,7 +844,10 @@ impl NativeBrake {
                 tool,
                 args: &args,
             };
-            match py.detach(|| self.sessions().pre(&key, &call)) {
+            match py.detach(|| {
+                let _inside = fork_gate::enter();
+                self.sessions().pre(&key, &call)
+            }) {
                 Ok(d) => Ok(self.decision(d, key)),
                 Err(SessionError::Store(e)) => Ok(self.unjudged(&e.to_string(), id, key)),
                 Err(SessionError::Engine(e)) => {
@@ -701,7 +869,10 @@ impl NativeBrake {
     ) -> PyResult<PyDecision> {
         guarded(py, || {
             let key = toolbrake_session::key(session, agent);
-            match py.detach(|| self.sessions().answer(&key, call_id, approved)) {
+            match py.detach(|| {
+                let _inside = fork_gate::enter();
+                self.sessions().answer(&key, call_id, approved)
+            }) {
                 Ok(d) => Ok(self.decision(d, key)),
                 Err(SessionError::Store(e)) => {
                     Ok(self.unjudged(&e.to_string(), call_id.to_string(), key))
@@ -726,12 +897,30 @@ impl NativeBrake {
         guarded(py, || {
             let outcome = outcome_of(outcome)?;
             let key = toolbrake_session::key(session, agent);
-            match py.detach(|| self.sessions().post(&key, call_id, &outcome)) {
+            match py.detach(|| {
+                let _inside = fork_gate::enter();
+                self.sessions().post(&key, call_id, &outcome)
+            }) {
                 Ok(p) => Ok(PyRecorded {
                     advisories: p.advisories.into_iter().map(|a| a.text).collect(),
                     failure: serde_json::to_value(&p.failure).unwrap_or(Value::Null),
                     degraded: None,
                 }),
+                // A call this brake judged and no longer remembers: more than
+                // MAX_OPEN_CALLS were in flight in the session and the oldest was evicted.
+                // The call ran and finished; its outcome is simply not known to toolbrake,
+                // which must not turn it into the caller's error.
+                Err(SessionError::Engine(EngineError::UnknownCall(_))) if self.issued(call_id) => {
+                    Ok(PyRecorded {
+                        advisories: Vec::new(),
+                        failure: Value::Null,
+                        degraded: Some(format!(
+                            "outcome not recorded: more than {} calls were in flight in this \
+                             session and this one, the oldest, was no longer remembered",
+                            toolbrake_core::MAX_OPEN_CALLS
+                        )),
+                    })
+                }
                 Err(SessionError::Store(e)) => Ok(PyRecorded {
                     advisories: Vec::new(),
                     failure: Value::Null,
@@ -755,6 +944,7 @@ impl NativeBrake {
     ) -> PyResult<(Option<String>, Vec<String>)> {
         guarded(py, || {
             let reply = py.detach(|| {
+                let _inside = fork_gate::enter();
                 let ctx = toolbrake_hooks::Context {
                     engine: &self.engine,
                     store: Ok(&*self.store),
@@ -775,18 +965,24 @@ impl NativeBrake {
     /// A real human message: the session (and its sub-agents) start afresh.
     fn user_message(&self, py: Python<'_>, session: &str) -> PyResult<()> {
         guarded(py, || {
-            py.detach(|| self.sessions().user_message(session))
-                .map(|_| ())
-                .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
+            py.detach(|| {
+                let _inside = fork_gate::enter();
+                self.sessions().user_message(session)
+            })
+            .map(|_| ())
+            .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
         })
     }
 
     /// The session is over: it (and its sub-agents) are forgotten.
     fn end(&self, py: Python<'_>, session: &str) -> PyResult<()> {
         guarded(py, || {
-            py.detach(|| self.sessions().end(session))
-                .map(|_| ())
-                .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
+            py.detach(|| {
+                let _inside = fork_gate::enter();
+                self.sessions().end(session)
+            })
+            .map(|_| ())
+            .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))
         })
     }
 
@@ -809,7 +1005,10 @@ impl NativeBrake {
                 |e: &dyn std::fmt::Display| PyValueError::new_err(format!("toolbrake: {e}"));
             let state = match session {
                 Some(key) => py
-                    .detach(|| self.store.get(key))
+                    .detach(|| {
+                        let _inside = fork_gate::enter();
+                        self.store.get(key)
+                    })
                     .map_err(|e| toolbrake_error(py, format!("toolbrake: {e}")))?
                     .unwrap_or_default(),
                 None => SessionState::default(),
@@ -911,6 +1110,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOutcome>()?;
     m.add_function(wrap_pyfunction!(call_hash, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
+    m.add_function(wrap_pyfunction!(_fork_before, m)?)?;
+    m.add_function(wrap_pyfunction!(_fork_after_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(_fork_after_child, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

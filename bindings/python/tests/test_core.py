@@ -449,3 +449,154 @@ def test_errors_are_package_errors():
     assert issubclass(ToolBrakeConfigError, ToolBrakeError)
     assert issubclass(ToolBrakeDenied, ToolBrakeError)
     assert toolbrake.__version__
+
+
+# --- issue 41 ---------------------------------------------------------------------------
+
+
+def test_more_calls_in_flight_than_a_session_remembers_never_turn_a_success_into_an_error():
+    # Issue 41, defect 2: 100 distinct guarded calls gathered at once; the oldest are
+    # forgotten (64 in flight at most) and their outcomes go unrecorded, not raised.
+    brake = Brake()
+
+    @brake.guard(session="wide")
+    async def fetch(n: int) -> str:
+        await asyncio.sleep(0.01)
+        return f"row {n}"
+
+    async def main():
+        return await asyncio.gather(*(fetch(n) for n in range(100)), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert results == [f"row {n}" for n in range(100)]
+    # The plain API: the evicted call's after() says it recorded nothing.
+    ds = [brake.before("get", {"n": n}, session="plain") for n in range(70)]
+    r = brake.after(ds[0].call_id, "x", session="plain")
+    assert r.degraded and "64" in r.degraded
+    assert brake.after(ds[-1].call_id, "x", session="plain").degraded is None
+
+
+import datetime as _dt  # noqa: E402
+import decimal as _decimal  # noqa: E402
+import enum as _enum  # noqa: E402
+import pathlib as _pathlib  # noqa: E402
+import uuid as _uuid  # noqa: E402
+
+
+class _Color(_enum.Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class _Booking:
+    day: _dt.date
+    price: _decimal.Decimal
+
+
+def test_guard_encodes_the_common_types_as_pydantic_json_mode_does():
+    # Issue 41, defect 4: these raised TypeError and the function never ran.
+    brake = Brake()
+    runs = []
+
+    @brake.guard(session="types")
+    def book(day, at, price, ref, path, color, booking, span) -> str:
+        runs.append(day)
+        return "booked"
+
+    args = (
+        _dt.date(2026, 12, 3),
+        _dt.datetime(2026, 12, 3, 7, 30, tzinfo=_dt.timezone.utc),
+        _decimal.Decimal("12.50"),
+        _uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        _pathlib.Path("/tmp/x"),
+        _Color.RED,
+        _Booking(_dt.date(2026, 1, 2), _decimal.Decimal("3")),
+        _dt.timedelta(days=1, hours=2, seconds=4.5),
+    )
+    book(*args)
+    book(*args)
+    with pytest.raises(ToolBrakeDenied):
+        book(*args)
+    assert len(runs) == 2
+    assert brake.explain("book", {}, session=None)  # still readable
+    assert toolbrake.json_default(args[1]) == "2026-12-03T07:30:00Z"
+    assert toolbrake.json_default(args[7]) == "P1DT2H4.5S"
+    assert toolbrake.json_default(_dt.timedelta(seconds=90)) == "PT1M30S"
+    # The same hash as the JSON a model would send.
+    d = brake.before("b", {"day": args[0], "color": args[5]}, session="h", default=toolbrake.json_default)
+    assert d.runs
+
+
+def test_guard_takes_a_default_hook_and_names_foreign_types_by_module():
+    class Money:
+        def __init__(self, cents):
+            self.cents = cents
+
+    brake = Brake()
+
+    @brake.guard(session="hook", default=lambda o: {"cents": o.cents} if isinstance(o, Money) else str(o))
+    def pay(amount) -> str:
+        return "paid"
+
+    assert pay(Money(5)) == "paid"
+
+    # numpy's bool_ reads as "bool" by its bare name: a stand-in with numpy's module.
+    FakeBool = type("bool", (), {"__module__": "numpy"})
+    with pytest.raises(TypeError, match=r"an object of type numpy\.bool at \[\"flag\"\]"):
+        brake.before("f", {"flag": FakeBool()}, session="n")
+
+    @brake.guard(session="strict")
+    def plain(x) -> str:
+        return "ok"
+
+    with pytest.raises(TypeError, match="Money"):
+        plain(Money(1))
+
+
+def test_a_fork_while_another_thread_is_inside_the_brake_never_hangs_the_child():
+    # Issue 41, defect 3: the child inherited the store's lock held by a thread it lacks.
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    code = textwrap.dedent(
+        """
+        import os, sys, threading, time
+        from toolbrake import Brake
+        brake = Brake()
+        stop = False
+        def hammer(n):
+            i = 0
+            while not stop:
+                d = brake.before("search", {"q": i % 50}, session=f"s{n}")
+                if d.runs:
+                    brake.after(d.call_id, str(i), session=f"s{n}")
+                i += 1
+        threads = [threading.Thread(target=hammer, args=(n,), daemon=True) for n in range(3)]
+        for t in threads:
+            t.start()
+        hung = 0
+        for _ in range(30):
+            pid = os.fork()
+            if pid == 0:
+                d = brake.before("child", {"x": 1}, session="child")
+                brake.after(d.call_id, "ok", session="child")
+                os._exit(0 if d.runs else 3)
+            deadline = time.time() + 5
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    assert os.waitstatus_to_exitcode(status) == 0, status
+                    break
+                if time.time() > deadline:
+                    hung += 1
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.005)
+        stop = True
+        print("hung", hung)
+        """
+    )
+    env = dict(os.environ)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hung 0", done.stdout

@@ -25,13 +25,29 @@ Framework adapters are in :mod:`toolbrake.integrations`.
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
 import functools
 import inspect
+import ipaddress
 import os
-from typing import Any, Callable, Dict, Optional, TypeVar, Union, overload
+import pathlib
+import uuid
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, overload
 
+from . import _native
 from ._errors import ToolBrakeConfigError, ToolBrakeDenied, ToolBrakeError
 from ._native import VERSION, Decision, NativeBrake, Outcome, Recorded, call_hash, redact
+
+# A fork while another thread is inside the native module waits for it to leave, so the
+# child never inherits a lock held by a thread it does not have.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_native._fork_before,
+        after_in_parent=_native._fork_after_parent,
+        after_in_child=_native._fork_after_child,
+    )
 
 __all__ = [
     "Brake",
@@ -43,6 +59,7 @@ __all__ = [
     "ToolBrakeDenied",
     "call_hash",
     "redact",
+    "json_default",
     "__version__",
 ]
 
@@ -51,6 +68,73 @@ __version__ = VERSION
 F = TypeVar("F", bound=Callable[..., Any])
 Approver = Callable[[Decision], bool]
 SessionArg = Union[str, Callable[[], str]]
+AdviceHandler = Callable[[List[str]], None]
+"""Receives the advisories of a call (text for the model)."""
+JsonDefault = Callable[[Any], Any]
+"""Turns an object with no JSON form into one that has (as ``json.dumps``'s ``default=``)."""
+
+
+def _duration(td: datetime.timedelta) -> str:
+    """A ``timedelta`` as ISO 8601, as pydantic writes it (``P1DT2H3M4.5S``, ``-PT1S``)."""
+    sign = "-" if td < datetime.timedelta(0) else ""
+    td = abs(td)
+    days, secs, micros = td.days, td.seconds, td.microseconds
+    out = f"{sign}P"
+    if days:
+        out += f"{days}D"
+    if secs or micros or not days:
+        out += "T"
+        h, rem = divmod(secs, 3600)
+        m, s = divmod(rem, 60)
+        if h:
+            out += f"{h}H"
+        if m:
+            out += f"{m}M"
+        if s or micros or not (h or m):
+            out += f"{s}.{micros:06d}".rstrip("0").rstrip(".") + "S"
+    return out
+
+
+def json_default(obj: Any) -> Any:
+    """The JSON form of the common types with none of their own, as pydantic's JSON mode
+    writes them: dates and times in ISO 8601 (UTC as ``Z``), ``timedelta`` as an ISO
+    duration, ``Decimal``, ``UUID``, paths and IP addresses as text, an ``Enum`` as its
+    value, numpy scalars and arrays as numbers and lists. Raises ``TypeError`` for anything
+    else. ``@guard`` uses it for its arguments; pass it to :meth:`Brake.before` as
+    ``default=`` to do the same."""
+    if isinstance(obj, datetime.datetime):
+        text = obj.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(obj, (datetime.date, datetime.time)):
+        return obj.isoformat()
+    if isinstance(obj, datetime.timedelta):
+        return _duration(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, decimal.Decimal):
+        return str(obj)
+    if isinstance(obj, (uuid.UUID, pathlib.PurePath)):
+        return str(obj)
+    if isinstance(obj, (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        return str(obj)
+    if type(obj).__module__.split(".")[0] == "numpy":
+        if hasattr(obj, "tolist"):  # arrays and scalars alike (a scalar's tolist is its item)
+            return obj.tolist()
+    raise TypeError(f"no JSON form for {type(obj).__qualname__}")
+
+
+def _chain(hook: Optional[JsonDefault]) -> JsonDefault:
+    """:func:`json_default`, then ``hook`` for what it does not know."""
+    if hook is None:
+        return json_default
+
+    def default(obj: Any) -> Any:
+        try:
+            return json_default(obj)
+        except TypeError:
+            return hook(obj)
+
+    return default
 
 
 class Brake:
@@ -118,16 +202,20 @@ class Brake:
         session: str = "default",
         call_id: Optional[str] = None,
         agent: Optional[str] = None,
+        default: Optional[JsonDefault] = None,
     ) -> Decision:
         """Judges a call before it runs. Run the tool only if ``decision.runs``.
 
         ``args`` must have a JSON form (dicts with text keys, lists, tuples, text,
-        numbers, booleans, ``None``, pydantic models, dataclasses): anything else (a set,
-        bytes, NaN, a cycle) raises ``TypeError`` naming where, and nothing is counted.
-        ``call_id`` defaults to a fresh unique id (``decision.call_id``). With ``agent``,
-        the call counts in that sub-agent's own session.
+        numbers, booleans, ``None``, pydantic models, dataclasses), or get one from
+        ``default`` (called with each object that has none, as ``json.dumps``'s;
+        :func:`json_default` knows dates, decimals, UUIDs, paths, enums, numpy):
+        anything else (a set, bytes, NaN, a cycle) raises ``TypeError`` naming where, and
+        nothing is counted. Judge the arguments as the model sent them (its JSON) when
+        you have them. ``call_id`` defaults to a fresh unique id (``decision.call_id``).
+        With ``agent``, the call counts in that sub-agent's own session.
         """
-        return self._native.before(tool, args, session, call_id, agent)
+        return self._native.before(tool, args, session, call_id, agent, default)
 
     def after(
         self,
@@ -142,6 +230,11 @@ class Brake:
         ``outcome``: ``None`` (no output), the text it returned, the exception it raised
         (a failure), an :class:`Outcome` (exit code, HTTP status, error flag, text), or
         any other value it returned (recorded as its canonical JSON).
+
+        A session remembers at most 64 calls between ``before`` and ``after``: with more
+        in flight, the oldest is forgotten and its ``after`` records nothing
+        (``recorded.degraded`` says so) instead of failing. An id this brake never judged
+        raises ``ValueError``.
         """
         return self._native.after(call_id, outcome, session, agent)
 
@@ -194,7 +287,8 @@ class Brake:
         *,
         tool: Optional[str] = None,
         session: SessionArg = "default",
-        on_advice: Optional[Callable[[list], None]] = None,
+        on_advice: Optional[AdviceHandler] = None,
+        default: Optional[JsonDefault] = None,
     ) -> Callable[[F], F]: ...
 
     def guard(
@@ -203,8 +297,9 @@ class Brake:
         *,
         tool: Optional[str] = None,
         session: SessionArg = "default",
-        on_advice: Optional[Callable[[list], None]] = None,
-    ):
+        on_advice: Optional[AdviceHandler] = None,
+        default: Optional[JsonDefault] = None,
+    ) -> Any:
         """Decorates a function (sync or async) so that it runs only when allowed.
 
         The call's arguments are bound to the function's parameters by name (defaults
@@ -213,6 +308,11 @@ class Brake:
         :class:`ToolBrakeDenied` and the body does not run; an exception from the body is
         recorded as a failure and raised again; a return value is recorded (a result that
         changes is progress). ``on_advice`` receives advisories for the model, if any.
+
+        Arguments are judged as JSON: dates, times, decimals, UUIDs, paths, enums and numpy
+        values (also inside dataclasses and models) are encoded as pydantic's JSON mode
+        writes them (:func:`json_default`); ``default`` (called with any other object,
+        as ``json.dumps``'s) encodes the rest, else the call raises ``TypeError``.
 
         >>> brake = Brake()
         >>> @brake.guard
@@ -274,9 +374,11 @@ class Brake:
                         out[k] = v
                 return out
 
+            encode = _chain(default)
+
             def admit(args: tuple, kwargs: dict) -> Decision:
                 key = session() if callable(session) else session
-                d = self.resolve(self.before(name, bind(args, kwargs), session=key))
+                d = self.resolve(self._native.before(name, bind(args, kwargs), key, None, None, encode))
                 if not d.runs:
                     raise ToolBrakeDenied(d)
                 if d.advisories and on_advice is not None:
