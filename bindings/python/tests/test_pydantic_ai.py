@@ -336,3 +336,31 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.pydantic_ai", raising=False)
     with pytest.raises(ImportError, match=r'pip install "\./bindings/python\[pydantic-ai\]"'):
         importlib.import_module("toolbrake.integrations.pydantic_ai")
+
+
+def test_typed_parameters_are_judged_as_the_model_sent_them() -> None:
+    # Issue 41, defect 1: a date, an Enum, a UUID and a Decimal reached before() as Python
+    # objects, which raised TypeError: every identical call ran unjudged (5 of 5).
+    ran: List[str] = []
+    args = {"day": "2026-12-03", "room": "small", "ref": "12345678-1234-5678-1234-567812345678", "price": "9.50"}
+    script = Script(repeat("book", args, 5))
+    agent: Agent[None, str] = Agent(script.model, capabilities=[ToolBrake(Brake())])
+
+    @agent.tool_plain
+    def book(day: datetime.date, room: Room, ref: uuid.UUID, price: decimal.Decimal) -> str:
+        ran.append(str(day))
+        return "booked"
+
+    agent.run_sync("go")
+    assert len(ran) == 2
+    assert [p.outcome for p in script.returns()][:3] == ["success", "success", "failed"]
+
+
+import datetime  # noqa: E402
+import decimal  # noqa: E402
+import enum  # noqa: E402
+import uuid  # noqa: E402
+
+
+class Room(enum.Enum):
+    SMALL = "small"

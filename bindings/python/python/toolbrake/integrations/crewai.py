@@ -51,7 +51,7 @@ from crewai.hooks import (  # noqa: E402
 )
 from crewai.hooks.tool_hooks import ToolCallHookContext  # noqa: E402
 
-from .. import Brake, Decision, Outcome  # noqa: E402
+from .. import Brake, Decision, Outcome, json_default  # noqa: E402
 
 try:  # declared failures (CrewAI >= 1.x)
     from crewai.tools.tool_failure import ToolFailure as _ToolFailure  # noqa: E402
@@ -173,7 +173,7 @@ class ToolBrakeHooks:
         session, agent = self.key(context)
         args = context.tool_input
         try:
-            d = self.brake.before(context.tool_name, args, session=session, agent=agent)
+            d = self.brake.before(context.tool_name, args, session=session, agent=agent, default=json_default)
         except TypeError:  # a value JSON cannot hold: judged by its repr
             d = self.brake.before(context.tool_name, _jsonable(args), session=session, agent=agent)
         if d.verdict != "ask":

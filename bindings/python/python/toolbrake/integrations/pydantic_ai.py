@@ -62,7 +62,7 @@ from pydantic_ai.exceptions import ToolFailedError, ToolRetryError  # noqa: E402
 from pydantic_ai.messages import SystemPromptPart, ToolCallPart, ToolReturn  # noqa: E402
 from pydantic_ai.tools import ToolDefinition  # noqa: E402
 
-from toolbrake import Brake, Decision, Recorded  # noqa: E402
+from toolbrake import Brake, Decision, Recorded, json_default  # noqa: E402
 
 __all__ = ["ToolBrake", "SessionSpec"]
 
@@ -227,7 +227,12 @@ class ToolBrake(AbstractCapability[Any]):
                 except ValueError:
                     pass  # toolbrake did not ask about this call: judge it
             d = self.brake.before(
-                call.tool_name, args, session=session, call_id=call.tool_call_id or None, agent=agent
+                call.tool_name,
+                _model_args(call, args),
+                session=session,
+                call_id=call.tool_call_id or None,
+                agent=agent,
+                default=json_default,
             )
         except Exception:  # never break the host
             logger.warning("toolbrake could not judge %s; the call runs", call.tool_name, exc_info=True)
@@ -276,6 +281,16 @@ class ToolBrake(AbstractCapability[Any]):
         if recorded is not None:
             advisories = advisories + list(recorded.advisories or [])
         return advisories
+
+
+def _model_args(call: ToolCallPart, validated: Any) -> Any:
+    """The arguments as the model sent them (its JSON), which is what repeats: the validated
+    ones hold Python objects (a ``date``, an ``Enum``, a ``UUID``). The validated ones only
+    when the model's are not a JSON object."""
+    try:
+        return call.args_as_dict(raise_if_invalid=True)
+    except Exception:
+        return validated
 
 
 def _with_advisories(ctx: RunContext[Any], result: Any, advisories: List[str]) -> Any:

@@ -45,7 +45,7 @@ require("smolagents", "smolagents")
 
 from smolagents.tools import Tool  # noqa: E402
 
-from .. import Brake, Decision, ToolBrakeDenied  # noqa: E402
+from .. import Brake, Decision, ToolBrakeDenied, json_default  # noqa: E402
 
 __all__ = ["ToolBrakeTool", "AdvisedToolError", "protect_tools", "protect_agent", "SessionKey"]
 
@@ -128,7 +128,7 @@ class ToolBrakeTool(Tool):
             session = self._session_key()
             bound = self._bind(args, kwargs)
             try:
-                d = self.brake.before(self.name, bound, session=session, agent=self.agent)
+                d = self.brake.before(self.name, bound, session=session, agent=self.agent, default=json_default)
             except TypeError:  # a value JSON cannot hold (an image, a dataframe): its repr
                 d = self.brake.before(self.name, _jsonable(bound), session=session, agent=self.agent)
             return self.brake.resolve(d)
