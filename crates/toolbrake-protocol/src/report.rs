@@ -356,8 +356,11 @@ impl Report {
                 s.advisories += advisories.len() as u32;
                 if let (Some(a), Some(&i)) = (advisories.first(), s.ids.get(id)) {
                     if s.marks[i].label.is_none() {
-                        s.marks[i].label =
-                            Some(format!("failed {} ×{}", short(&a.fingerprint, 60), a.count));
+                        s.marks[i].label = Some(format!(
+                            "advisory: {} failing ×{}",
+                            short(&a.fingerprint, 60),
+                            a.count
+                        ));
                         s.marks[i].verdict = Verdict::Advise;
                     }
                 }
@@ -661,7 +664,7 @@ fn histogram_svg(sessions: &[SessionReport]) -> Markup {
     let max = bins.iter().copied().max().unwrap_or(0).max(1) as f64;
     let bw = 28.0;
     html! {
-        svg id="histogram" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 660 220" style="width:100%;max-width:660px;height:auto" role="img" {
+        svg id="histogram" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 680 220" style="width:100%;max-width:660px;height:auto" role="img" {
             @for (i, &c) in bins.iter().enumerate() {
                 @let bh = (c as f64 / max) * 160.0;
                 @let x = 30.0 + i as f64 * (bw + 4.0);

@@ -1017,7 +1017,14 @@ fn marker(cx: f64, cy: f64, label: &str, color: &str, shape: &str) -> Markup {
                 "diamond" => polygon points=(format!("{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}", cx, cy - 8.0, cx + 8.0, cy, cx, cy + 8.0, cx - 8.0, cy)) fill="none" stroke=(color) stroke-width="1.5" {},
                 _ => circle cx=(format!("{cx:.1}")) cy=(format!("{cy:.1}")) r="9" fill="none" stroke=(color) stroke-width="2" {},
             }
-            text x=(format!("{:.1}", cx + 10.0)) y=(format!("{:.1}", cy - 8.0)) fill=(color) { (label) }
+            // Each marker's label on its own side (base above right, defaults above left,
+            // the recommendation below right): markers that meet never overlap in words.
+            @let (dx, dy, anchor) = match label.split(' ').next().unwrap_or(label) {
+                "defaults" => (-10.0, -8.0, "end"),
+                "recommended" => (12.0, 20.0, "start"),
+                _ => (10.0, -8.0, "start"),
+            };
+            text x=(format!("{:.1}", cx + dx)) y=(format!("{:.1}", cy + dy)) text-anchor=(anchor) fill=(color) { (label) }
         }
     }
 }
