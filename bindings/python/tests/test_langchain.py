@@ -556,3 +556,24 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         importlib.import_module("toolbrake.integrations.langchain")
 
     assert 'pip install "./bindings/python[langchain]"' in str(err.value)
+
+
+def test_without_a_thread_each_invocation_is_its_own_session_and_ends_with_it() -> None:
+    # Issue 41, defect 7: every run without a thread_id counted in one session "default":
+    # a second user's legitimate identical calls were refused.
+    brake = Brake()
+    n = Counter()
+    mw = ToolBrakeMiddleware(brake, reset_on_user_message=False)
+    model = ScriptedModel(replies=repeat("lookup", {"q": "x"}, 2, "a") + repeat("lookup", {"q": "x"}, 2, "b"))
+    agent = create_agent(model, [n.same()], middleware=[mw])
+
+    r1 = agent.invoke({"messages": [HumanMessage("user one")]})
+    r2 = agent.invoke({"messages": [HumanMessage("user two")]})
+
+    assert n.runs == 4
+    assert refused(tool_messages(r1)) == [] and refused(tool_messages(r2)) == []
+    # Issue 41, defect 6: the run's session ends with the run.
+    assert brake.explain("lookup", {"q": "x"}, session="default")["breaker"]["fingerprints"][0]["count"] == 0
+    first_id = r1["messages"][0].id
+    fps = brake.explain("lookup", {"q": "x"}, session=f"run:{first_id}")["breaker"]["fingerprints"]
+    assert fps[0]["count"] == 0  # forgotten: ended

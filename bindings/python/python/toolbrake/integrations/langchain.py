@@ -20,8 +20,9 @@ reads toolbrake's message as the tool's result, a ``ToolMessage`` with ``status=
 After a call ran, its result (or the exception it raised, or an error ``ToolMessage``) is
 recorded, and toolbrake's advisories are appended to the result the model reads.
 
-Sessions: the LangGraph ``thread_id`` (``config["configurable"]["thread_id"]``), else
-``"default"``; ``session=`` overrides it. A named agent (``create_agent(name=...)``) that
+Sessions: the LangGraph ``thread_id`` (``config["configurable"]["thread_id"]``), else one
+session per invocation (``"run:"`` and the id of the run's first message), ended when the
+run ends; ``session=`` overrides it. A named agent (``create_agent(name=...)``) that
 runs inside another graph's tool (a sub-agent) counts in its own sub-agent session
 (``agent=``). When the graph has a checkpointer, an ``ask`` becomes a LangGraph
 ``interrupt`` (resume with ``Command(resume={"type": "approve"})`` or ``{"type": "reject"}``,
@@ -148,8 +149,9 @@ class ToolBrakeMiddleware(AgentMiddleware):
 
     :param brake: the :class:`~toolbrake.Brake` (share one per process, or a SQLite /
         Redis store between processes).
-    :param session: ``None`` keys sessions by the run's LangGraph ``thread_id`` (else
-        ``"default"``); a string, or a function of the run config returning one, overrides it.
+    :param session: ``None`` keys sessions by the run's LangGraph ``thread_id`` (else one
+        session per invocation, ended with it); a string, or a function of the run config
+        returning one, overrides it.
     :param agent: a sub-agent id: this agent's calls count in the sub-agent session
         ``"{session}#agent:{agent}"``. ``None`` detects sub-agents: a named agent
         (``create_agent(name=...)``) running inside another graph (a tool that runs it).
@@ -192,22 +194,30 @@ class ToolBrakeMiddleware(AgentMiddleware):
 
     # -- sessions ----------------------------------------------------------------------
 
-    def session_for(self, config: Optional["RunnableConfig"] = None) -> str:
+    def session_for(self, config: Optional["RunnableConfig"] = None, state: Any = None) -> str:
         """The session key (with its sub-agent suffix) the calls of a run count in.
 
-        ``config`` defaults to the current LangGraph run's config. Use it with
+        ``config`` defaults to the current LangGraph run's config; without a ``thread_id``
+        the key is the invocation's, read from ``state`` (its first message). Use it with
         ``brake.explain(tool, args, session=...)`` or ``brake.end(...)``.
         """
-        base, agent = self._keys(config if config is not None else _current_config())
+        base, agent = self._keys(config if config is not None else _current_config(), state)
         return base + _AGENT_SEPARATOR + agent if agent else base
 
-    def _keys(self, config: Optional["RunnableConfig"]) -> Tuple[str, Optional[str]]:
+    def _keys(self, config: Optional["RunnableConfig"], state: Any = None) -> Tuple[str, Optional[str]]:
         config = config or {}
         conf = config.get("configurable") or {}
         meta = config.get("metadata") or {}
         if self.session is None:
             thread = conf.get("thread_id")
-            base = str(thread) if thread is not None and str(thread) != "" else "default"
+            if thread is not None and str(thread) != "":
+                base = str(thread)
+            else:
+                # No thread: the invocation is the session (two users' runs never share
+                # one). Its first message's id (LangGraph gives each message one) is the
+                # same in every step of the run and new in the next invocation.
+                run = _first_message_id(state)
+                base = f"run:{run}" if run else "default"
         elif callable(self.session):
             base = str(self.session(config))
         else:
@@ -234,6 +244,30 @@ class ToolBrakeMiddleware(AgentMiddleware):
         self._user_message(state)
         return None
 
+    def after_agent(self, state: Any, runtime: "Runtime") -> None:
+        """A run's own session (no ``thread_id``) ends with the run: its state is freed."""
+        self._end_run(state)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: "Runtime") -> None:
+        """Async variant of :meth:`after_agent`."""
+        self._end_run(state)
+        return None
+
+    def _end_run(self, state: Any) -> None:
+        if self.session is not None:
+            return
+        config = _current_config() or {}
+        if (config.get("configurable") or {}).get("thread_id") not in (None, ""):
+            return  # a thread goes on in the next invocation
+        base, agent = self._keys(config, state)
+        if not base.startswith("run:") or agent:
+            return  # a sub-agent's session ends with its parent's run
+        try:
+            self.brake.end(base)
+        except Exception:  # never break the host
+            log.warning("toolbrake: could not end the run's session", exc_info=True)
+
     def _user_message(self, state: Any) -> None:
         if not self.reset_on_user_message:
             return
@@ -241,7 +275,7 @@ class ToolBrakeMiddleware(AgentMiddleware):
         if not messages or not isinstance(messages[-1], HumanMessage):
             return
         try:
-            self.brake.user_message(self.session_for(_current_config()))
+            self.brake.user_message(self.session_for(_current_config(), state))
         except Exception:  # never break the host
             log.warning("toolbrake: could not start the session afresh", exc_info=True)
 
@@ -301,7 +335,7 @@ class ToolBrakeMiddleware(AgentMiddleware):
         args = call.get("args")
         tool_call_id = call.get("id")
         config = _request_config(request)
-        base, agent = self._keys(config)
+        base, agent = self._keys(config, getattr(request, "state", None))
         session = base + _AGENT_SEPARATOR + agent if agent else base
         call_id = _call_id(tool_call_id, config)
 
@@ -437,6 +471,16 @@ class ToolBrakeMiddleware(AgentMiddleware):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _first_message_id(state: Any) -> Optional[str]:
+    """The id of the first message of a run's state, if it has one."""
+    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    if not messages:
+        return None
+    first = messages[0]
+    mid = first.get("id") if isinstance(first, dict) else getattr(first, "id", None)
+    return str(mid) if mid else None
 
 
 def _current_config() -> Optional["RunnableConfig"]:
