@@ -245,14 +245,7 @@ fn replay_output_is_the_same_whatever_the_number_of_jobs() {
 fn the_html_report_is_self_contained() {
     let dir = tmpdir("cli", "html");
     let page = dir.join("report.html");
-    let out = isolated_bin()
-        .args(["replay", "--from", "trajectory", "--html"])
-        .arg(&page)
-        .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = bundled_html_report(&page);
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("django__django-11265"));
     assert!(

@@ -10,21 +10,26 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
-/// The hook as a user whose home is `home` runs it in `project` (nothing from the
-/// developer's environment; the state where the configuration puts it).
+/// `toolbrake` as a user whose home is `home` runs it in `cwd`: nothing from the
+/// developer's environment, the state where the configuration puts it.
+fn as_user(home: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
+    c.env_remove("TOOLBRAKE_CONFIG")
+        .env_remove("TOOLBRAKE_STATE")
+        .env_remove("TOOLBRAKE_MAX_REPEATS")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("XDG_STATE_HOME")
+        .env("XDG_CONFIG_HOME", home.join("xdg"))
+        .env("HOME", home)
+        .current_dir(cwd);
+    c
+}
+
+/// The hook as that user runs it in `project`.
 fn hook_in(home: &Path, project: &Path, payload: &Value) -> (Value, String) {
     let out = run_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-            .env_remove("TOOLBRAKE_CONFIG")
-            .env_remove("TOOLBRAKE_STATE")
-            .env_remove("TOOLBRAKE_MAX_REPEATS")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .env_remove("XDG_STATE_HOME")
-            .env("XDG_CONFIG_HOME", home.join("xdg"))
-            .env("HOME", home)
-            .current_dir(project)
-            .args(["hook", "claude"]),
+        as_user(home, project).args(["hook", "claude"]),
         payload.to_string().as_bytes(),
     );
     assert_eq!(out.status.code(), Some(0));
@@ -110,11 +115,7 @@ fn a_projects_file_tightens_detection_but_never_places_state_or_exports_calls() 
     );
 
     // `config check` says so too.
-    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-        .env_remove("TOOLBRAKE_CONFIG")
-        .env("XDG_CONFIG_HOME", home.join("xdg"))
-        .env("HOME", &home)
-        .current_dir(&project)
+    let out = as_user(&home, &project)
         .args(["config", "check"])
         .output()
         .unwrap();
@@ -123,15 +124,7 @@ fn a_projects_file_tightens_detection_but_never_places_state_or_exports_calls() 
     assert!(said.contains("toolbrake ignored `store.path`"), "{said}");
 
     // So does `serve` started there, on its log.
-    let out = run_with_stdin(
-        Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-            .env_remove("TOOLBRAKE_CONFIG")
-            .env("XDG_CONFIG_HOME", home.join("xdg"))
-            .env("HOME", &home)
-            .current_dir(&project)
-            .args(["serve", "--stdio"]),
-        b"",
-    );
+    let out = run_with_stdin(as_user(&home, &project).args(["serve", "--stdio"]), b"");
     assert_success(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("toolbrake ignored `store.path`"), "{err}");
@@ -180,11 +173,7 @@ fn a_project_the_user_trusts_may_place_its_state() {
         "[trust]\nprojects = [\"relative\"]\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-        .env_remove("TOOLBRAKE_CONFIG")
-        .env("XDG_CONFIG_HOME", home.join("xdg"))
-        .env("HOME", &home)
-        .current_dir(&home)
+    let out = as_user(&home, &home)
         .args(["config", "check"])
         .output()
         .unwrap();

@@ -20,22 +20,12 @@ fn binary_in(dir: &Path) -> PathBuf {
     to
 }
 
-/// `BIN init ARGS` as a user whose home is `home`, in `cwd` (no `toolbrake` on `PATH`,
-/// so the command names the binary by its path).
+/// `BIN init ARGS` as a user whose home is `home`, in `cwd`, with no `toolbrake` on
+/// `PATH` (so the command names the binary by its path).
 fn init_with(bin: &Path, home: &Path, cwd: &Path, args: &[&str]) -> Output {
     std::fs::create_dir_all(home).unwrap();
-    Command::new(bin)
-        .env_remove("TOOLBRAKE_CONFIG")
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("CODEX_HOME")
-        .env_remove("COPILOT_HOME")
-        .env_remove("CLINE_DIR")
+    init_command(bin, home, cwd)
         .env("PATH", "/usr/bin:/bin")
-        .env("TOOLBRAKE_STATE", home.join("state/state.db"))
-        .env("XDG_CONFIG_HOME", home.join("xdg"))
-        .env("HOME", home)
-        .current_dir(cwd)
-        .arg("init")
         .args(args)
         .output()
         .unwrap()

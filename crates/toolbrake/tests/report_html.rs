@@ -18,15 +18,7 @@ fn label_x(svg: &str, label: &str) -> f64 {
 #[test]
 fn the_replay_reports_labels_fit_and_say_what_they_mean() {
     let dir = tmpdir("report-html", "replay");
-    let page = dir.join("report.html");
-    let out = isolated_bin()
-        .args(["replay", "--from", "trajectory", "--html"])
-        .arg(&page)
-        .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = bundled_html_report(&dir.join("report.html"));
     let svg = &html[html.find("<svg id=\"histogram\"").unwrap()..];
     let svg = &svg[..svg.find("</svg>").unwrap()];
     let width: f64 = svg

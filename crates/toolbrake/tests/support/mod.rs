@@ -76,8 +76,19 @@ pub fn assert_success(out: &Output) {
 /// configuration or host folders from the developer's environment, the state under
 /// `home`. Fails the test unless it succeeded; returns what it printed.
 pub fn init_in(home: &Path, cwd: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-        .env_remove("TOOLBRAKE_CONFIG")
+    let out = init_command(Path::new(env!("CARGO_BIN_EXE_toolbrake")), home, cwd)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `BIN init` as a user whose home folder is `home` runs it from `cwd` (see [`init_in`]),
+/// to be given its arguments.
+pub fn init_command(bin: &Path, home: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.env_remove("TOOLBRAKE_CONFIG")
         .env_remove("TOOLBRAKE_MAX_REPEATS")
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CODEX_HOME")
@@ -87,12 +98,20 @@ pub fn init_in(home: &Path, cwd: &Path, args: &[&str]) -> String {
         .env("XDG_CONFIG_HOME", home.join("xdg"))
         .env("HOME", home)
         .current_dir(cwd)
-        .arg("init")
-        .args(args)
+        .arg("init");
+    c
+}
+
+/// The bundled runs' HTML replay report, written to `page` (owner-only) and read back.
+pub fn bundled_html_report(page: &Path) -> String {
+    let out = isolated_bin()
+        .args(["replay", "--from", "trajectory", "--html"])
+        .arg(page)
+        .arg(repo().join("examples/trajectories/calls.jsonl.gz"))
         .output()
         .unwrap();
     assert_success(&out);
-    String::from_utf8(out.stdout).unwrap()
+    std::fs::read_to_string(page).unwrap()
 }
 
 /// The JSON a file holds.
