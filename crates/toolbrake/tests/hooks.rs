@@ -703,8 +703,8 @@ fn sessions_lists_and_resets() {
         "top count",
         "in a row",
         "failing",
-        "exempted",
-        "declined",
+        "exemptions",
+        "refusals",
         "stopped",
     ] {
         assert!(header.contains(column), "{header}");

@@ -31,15 +31,15 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
+        "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>10} {:>8} {:>7}",
         "session",
         "last activity",
         "window",
         "top count",
         "in a row",
         "failing",
-        "exempted",
-        "declined",
+        "exemptions",
+        "refusals",
         "stopped"
     );
     for r in &rows {
@@ -56,7 +56,7 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
             key.to_string()
         };
         outln!(
-            "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>8} {:>8} {:>7}",
+            "{:<48} {:<20} {:>6} {:>9} {:>8} {:<22} {:>10} {:>8} {:>7}",
             key,
             r["last_activity"].as_str().unwrap_or(""),
             r["window"].to_string(),
@@ -75,8 +75,8 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     outln!(
         "\nwindow: calls counted in the breaker's window; top count: most occurrences of one \
          fingerprint in it; in a row: the current run of identical calls; failing: failure \
-         streaks (kind×count); exempted / declined: fingerprints the operator approved / \
-         declined this turn; stopped: calls denied by either engine, or asked and not approved."
+         streaks (kind×count); exemptions / refusals: fingerprints the operator approved / \
+         declined this turn (the JSON's `exemptions` and `refusals`); stopped: calls denied by either engine, or asked and not approved."
     );
     Ok(ExitCode::SUCCESS)
 }

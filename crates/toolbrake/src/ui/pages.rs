@@ -112,7 +112,7 @@ pub(super) fn sessions_table(sessions: &[Value]) -> Markup {
         table #sessions {
             thead { tr {
                 th { "Session" } th { "Last activity" } th { "In a row" } th { "Nearest gates" }
-                th { "Failing" } th { "Asks" } th { "Exempt / declined" } th { "Stopped" } th {}
+                th { "Failing" } th { "Asks" } th { "Exemptions / refusals" } th { "Stopped" } th {}
             } }
             tbody {
                 @if sessions.is_empty() { tr { td colspan="9" .muted { "No sessions in the store yet." } } }
