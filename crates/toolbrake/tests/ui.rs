@@ -221,7 +221,11 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
         "{settings_page}"
     );
     // Every limit the README documents for these tables is in the form.
-    for key in ["streak.progress_limit", "breaker.unchanged_limit", "breaker.cycle_limit"] {
+    for key in [
+        "streak.progress_limit",
+        "breaker.unchanged_limit",
+        "breaker.cycle_limit",
+    ] {
         assert!(
             settings_page.contains(&format!("name=\"{key}\"")),
             "{key} missing from the settings form"
