@@ -364,3 +364,18 @@ import uuid  # noqa: E402
 
 class Room(enum.Enum):
     SMALL = "small"
+
+
+def test_a_runs_session_ends_with_the_run() -> None:
+    # Issue 41, defect 6: one session per run, never ended (3 KB each for idle_ttl, 7 days).
+    brake = Brake()
+    ran: List[str] = []
+    result = make_agent(Script(repeat("lookup", {"q": "x"}, 2)), ToolBrake(brake), ran).run_sync("go")
+    assert ran == ["x", "x"]
+    assert counts(brake, "lookup", {"q": "x"}, result.conversation_id) == [0]
+    # A conversation the caller named goes on (the next run, another process, continue it).
+    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), ToolBrake(brake), ran).run_sync("go", conversation_id="c1")
+    assert counts(brake, "lookup", {"q": "x"}, "c1") == [2]
+    # A fixed session spans runs: the caller ends it.
+    make_agent(Script(repeat("lookup", {"q": "x"}, 2)), ToolBrake(brake, session="mine"), ran).run_sync("go")
+    assert counts(brake, "lookup", {"q": "x"}, "mine") == [2]

@@ -24,7 +24,10 @@ Example::
 
 Sessions are keyed by Pydantic AI's ``conversation_id`` (``ctx.conversation_id``: the
 ``conversation_id=`` you pass to ``agent.run``, else the one on ``message_history``, else a fresh
-one per run), or by ``session=`` (a string, or ``ctx -> str``). An agent run from inside a
+one per run), or by ``session=`` (a string, or ``ctx -> str``). A conversation Pydantic AI made
+up for the run (you passed no ``conversation_id`` and no ``message_history``) ends with the run
+(``after_run``), except while deferred approvals wait; other sessions go on until
+``brake.end(key)`` or the store's idle expiry. An agent run from inside a
 protected tool (agent delegation) counts in a sub-agent session of the delegating call's
 session: ``agent=`` (default: the delegate agent's ``name``).
 
@@ -42,6 +45,7 @@ import contextvars
 import logging
 import threading
 import typing
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 
@@ -157,6 +161,35 @@ class ToolBrake(AbstractCapability[Any]):
         if self.approvals != "auto":
             return bool(self.approvals)
         return _allows_deferred(getattr(ctx.agent, "output_type", None))
+
+    # -- the run's end ------------------------------------------------------------------------
+
+    async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
+        """The run is over: its session ends (its state is freed), unless it waits for
+        deferred calls (approvals) that a later run resumes."""
+        if not _allows_deferred(type(getattr(result, "output", None))):
+            self._end(ctx)
+        return result
+
+    async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> Any:
+        """A failed run ends its session too."""
+        self._end(ctx)
+        raise error
+
+    def _end(self, ctx: RunContext[Any]) -> None:
+        # Only the session this adapter chose per run (the conversation's), not a key the
+        # caller gave (it may span runs), nor a delegated agent's (its parent's run goes on).
+        if self.session is not None or _PARENT.get() is not None:
+            return
+        if not _minted_for_run(ctx):
+            return  # a conversation you named, or one continued from message_history, goes on
+        with self._lock:
+            if self._deferred:
+                return  # calls waiting for an approval keep their session
+        try:
+            self.brake.end(ctx.conversation_id or "default")
+        except Exception:  # never break the host
+            logger.warning("toolbrake could not end the run's session", exc_info=True)
 
     # -- the hook -----------------------------------------------------------------------------
 
@@ -281,6 +314,19 @@ class ToolBrake(AbstractCapability[Any]):
         if recorded is not None:
             advisories = advisories + list(recorded.advisories or [])
         return advisories
+
+
+def _minted_for_run(ctx: RunContext[Any]) -> bool:
+    """Whether the run's ``conversation_id`` is one Pydantic AI made up for this run: a UUID7
+    minted in the same millisecond or so as the run's UUID7 ``run_id`` (a conversation passed
+    in, or continued from ``message_history``, was made before the run)."""
+    try:
+        conv, run = uuid.UUID(str(ctx.conversation_id)), uuid.UUID(str(ctx.run_id))
+    except (TypeError, ValueError, AttributeError):
+        return False
+    if conv.version != 7 or run.version != 7:
+        return False
+    return abs((conv.int >> 80) - (run.int >> 80)) <= 5  # their millisecond timestamps
 
 
 def _model_args(call: ToolCallPart, validated: Any) -> Any:
