@@ -322,3 +322,24 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "toolbrake.integrations.openai_agents", raising=False)
     with pytest.raises(ImportError, match=r'pip install "\./bindings/python\[openai-agents\]"'):
         importlib.import_module("toolbrake.integrations.openai_agents")
+
+
+def test_a_runs_own_session_ends_with_the_run_and_the_agents_hooks_still_run() -> None:
+    # Issue 41, defect 6: each run's session was never ended (3 KB each for 7 days).
+    from agents import AgentHooks
+
+    ended: List[str] = []
+
+    class Mine(AgentHooks[Any]):
+        async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+            ended.append(agent.name)
+
+    c = Counter()
+    brake = Brake()
+    agent = Agent(name="assistant", tools=[c.same()], model=script(*calls_of("lookup", {"q": "x"}, 2)), hooks=Mine())
+    protect(agent, brake)
+    result = run(agent)
+    key = getattr(result.context_wrapper.usage, "_toolbrake_run_key")
+    assert len(c.ran) == 2 and ended == ["assistant"]
+    fps = brake.explain("lookup", {"q": "x"}, session=key)["breaker"]["fingerprints"]
+    assert fps[0]["count"] == 0

@@ -22,7 +22,8 @@ Example::
     result = await Runner.run(agent, "Find the release date", context=my_ctx)
 
 Sessions: without ``session=``, each ``Runner.run`` (with everything it runs: handoffs, agents
-used as tools) is one toolbrake session. To count across the runs of one conversation, pass
+used as tools) is one toolbrake session, ended when the run ends (the final agent's
+``on_end`` hook; ``protect`` keeps the agent's own ``hooks``). To count across the runs of one conversation, pass
 ``session="thread-42"`` or a callable that reads it from the run context, e.g.
 ``protect(agent, brake, session=lambda ctx: ctx.context.thread_id)`` (``ctx`` is the SDK's
 ``RunContextWrapper``; ``ctx.context`` is what you passed as ``Runner.run(context=...)``).
@@ -58,6 +59,7 @@ require("agents", "openai-agents")
 
 from agents import (  # noqa: E402
     Agent,
+    AgentHooks,
     FunctionTool,
     RunContextWrapper,
     ToolGuardrailFunctionOutput,
@@ -154,28 +156,71 @@ def protect(
         raise TypeError(f"protect() takes an agents.Agent, not {type(agent).__name__}")
     protector = _Protector(brake, session, root=agent.name, approvals=approvals)
     seen: set = set()
-    _walk(agent, protector, seen)
+    _walk(agent, protector, seen, final=True)
     return agent
 
 
-def _walk(agent: Any, protector: "_Protector", seen: set) -> None:
-    """Protect ``agent``'s function tools, then its handoff targets and agent tools."""
+def _walk(agent: Any, protector: "_Protector", seen: set, *, final: bool) -> None:
+    """Protect ``agent``'s function tools, then its handoff targets and agent tools.
+    ``final``: the agent can end the run (the root, a handoff target), not an agent used as
+    a tool (its end is inside the run)."""
     if id(agent) in seen:
         return
     seen.add(id(agent))
+    if final:
+        protector.end_with(agent)
     for tool in list(getattr(agent, "tools", None) or []):
         if isinstance(tool, FunctionTool):
             protector.attach(tool, agent.name)
             inner = getattr(tool, "_agent_instance", None)  # agent.as_tool(...)
             if isinstance(inner, Agent):
-                _walk(inner, protector, seen)
+                _walk(inner, protector, seen, final=False)
     for h in list(getattr(agent, "handoffs", None) or []):
         target: Any = h
         if not isinstance(h, Agent):
             ref = getattr(h, "_agent_ref", None)  # agents.handoff(agent) keeps a weak reference
             target = ref() if callable(ref) else None
         if isinstance(target, Agent):
-            _walk(target, protector, seen)
+            _walk(target, protector, seen, final=True)
+
+
+class _EndingHooks(AgentHooks[Any]):
+    """The agent's own hooks, plus: when it ends the run, the run's session ends."""
+
+    def __init__(self, inner: Optional[Any], protector: "_Protector") -> None:
+        self.inner = inner
+        self.protector = protector
+
+    async def on_start(self, context: Any, agent: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_start(context, agent)
+
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        try:
+            if self.inner is not None:
+                await self.inner.on_end(context, agent, output)
+        finally:
+            self.protector.end_run(context)
+
+    async def on_handoff(self, context: Any, agent: Any, source: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_handoff(context, agent, source)
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_tool_end(context, agent, tool, result)
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
 
 
 class _Protector:
@@ -240,6 +285,25 @@ class _Protector:
             return bool(own) or call.decision.verdict == "ask"
 
         tool.needs_approval = needs_approval
+
+    def end_with(self, agent: Agent[Any]) -> None:
+        """End the run's own session when ``agent`` ends the run (its ``hooks``, kept)."""
+        hooks = agent.hooks
+        if isinstance(hooks, _EndingHooks):
+            hooks = hooks.inner
+        agent.hooks = _EndingHooks(hooks, self)
+
+    def end_run(self, ctx: Any) -> None:
+        """The run is over: the session made for it (no ``session=`` key) is freed."""
+        try:
+            spec = self.session_spec
+            if isinstance(spec, str) or (callable(spec) and spec(ctx) is not None):
+                return  # the caller's session goes on across runs
+            key = getattr(getattr(ctx, "usage", None), _RUN_KEY_ATTR, None)
+            if isinstance(key, str):
+                self.brake.end(key)
+        except Exception:  # never break the host
+            logger.warning("toolbrake could not end the run's session", exc_info=True)
 
     # -- sessions -----------------------------------------------------------------------------
 
