@@ -48,6 +48,12 @@ pub struct StoreSettings {
     /// give up this long after they began, in all, not per reply; the failure policy
     /// then applies.
     pub command_timeout: std::time::Duration,
+    /// Memory: at most this many sessions; past it, those idle longest are forgotten
+    /// (0: no bound).
+    pub max_sessions: usize,
+    /// Memory: at most about this many bytes of session state (its JSON length); past
+    /// it, the sessions idle longest are forgotten (0: no bound).
+    pub max_bytes: u64,
 }
 
 impl Default for StoreSettings {
@@ -64,6 +70,8 @@ impl Default for StoreSettings {
             key_prefix: "toolbrake:".to_string(),
             connect_timeout: std::time::Duration::from_secs(2),
             command_timeout: std::time::Duration::from_secs(2),
+            max_sessions: 100_000,
+            max_bytes: 256 << 20,
         }
     }
 }
@@ -79,6 +87,8 @@ const STORE_KEYS: &[&str] = &[
     "key_prefix",
     "connect_timeout",
     "command_timeout",
+    "max_sessions",
+    "max_bytes",
 ];
 
 fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
@@ -101,7 +111,7 @@ fn range_end(d: std::time::Duration) -> String {
         (1, "ms"),
     ]
     .into_iter()
-    .find(|(u, _)| ms % u == 0 && ms >= *u)
+    .find(|(u, _)| ms.is_multiple_of(*u) && ms >= *u)
     .map_or((ms, "ms"), |(u, name)| (ms / u, name));
     match unit {
         "day" if n != 1 => format!("{n} days"),
@@ -225,6 +235,26 @@ pub fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError
                     .as_bool()
                     .ok_or_else(|| store_err(k, val, "must be a boolean (true or false)"))?
             }
+            "max_sessions" => {
+                s.max_sessions = val
+                    .as_integer()
+                    .filter(|n| (0..=1_000_000_000).contains(n))
+                    .ok_or_else(|| {
+                        store_err(k, val, "must be an integer from 0 (no bound) to 1000000000")
+                    })? as usize
+            }
+            "max_bytes" => {
+                s.max_bytes = val
+                    .as_integer()
+                    .filter(|n| *n == 0 || (1 << 16..=1 << 40).contains(n))
+                    .ok_or_else(|| {
+                        store_err(
+                            k,
+                            val,
+                            "must be an integer: 0 (no bound), or from 65536 to 1099511627776",
+                        )
+                    })? as u64
+            }
             _ => return Err(unknown_key("store", k, STORE_KEYS)),
         }
     }
@@ -311,6 +341,8 @@ impl StoreSettings {
         out.push_str(&format!("key_prefix = {}\n", s(&self.key_prefix)));
         out.push_str(&format!("connect_timeout = {}\n", d(self.connect_timeout)));
         out.push_str(&format!("command_timeout = {}\n", d(self.command_timeout)));
+        out.push_str(&format!("max_sessions = {}\n", self.max_sessions));
+        out.push_str(&format!("max_bytes = {}\n", self.max_bytes));
         out
     }
 
@@ -342,9 +374,12 @@ impl StoreSettings {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<std::sync::Arc<dyn crate::Store>, crate::StoreError> {
         match self.kind.unwrap_or(default) {
-            StoreKind::Memory => Ok(std::sync::Arc::new(crate::MemoryStore::with_idle_ttl(
-                self.idle_ttl.as_millis().min(u64::MAX as u128) as u64,
-            ))),
+            StoreKind::Memory => Ok(std::sync::Arc::new(
+                crate::MemoryStore::with_idle_ttl(
+                    self.idle_ttl.as_millis().min(u64::MAX as u128) as u64
+                )
+                .with_limits(self.max_sessions, self.max_bytes),
+            )),
             StoreKind::Sqlite => Ok(std::sync::Arc::new(crate::SqliteStore::open(
                 &self.sqlite_path(env),
                 crate::SqliteOptions {
@@ -371,5 +406,28 @@ impl StoreSettings {
                 },
             )?)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> Result<StoreSettings, ConfigError> {
+        let v: toml::Value = toml::from_str(text).unwrap();
+        store_table(v.get("store"))
+    }
+
+    #[test]
+    fn the_memory_bounds_are_read_checked_and_written_out() {
+        let d = StoreSettings::default();
+        assert_eq!((d.max_sessions, d.max_bytes), (100_000, 256 << 20));
+        let s = table("[store]\nmax_sessions = 10\nmax_bytes = 0\n").unwrap();
+        assert_eq!((s.max_sessions, s.max_bytes), (10, 0));
+        assert!(s.to_toml().contains("max_sessions = 10\nmax_bytes = 0\n"));
+        let e = table("[store]\nmax_bytes = 100\n").unwrap_err();
+        assert_eq!(e.key, "store.max_bytes");
+        let e = table("[store]\nmax_sessions = -1\n").unwrap_err();
+        assert_eq!(e.key, "store.max_sessions");
     }
 }
