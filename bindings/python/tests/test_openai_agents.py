@@ -343,3 +343,36 @@ def test_a_runs_own_session_ends_with_the_run_and_the_agents_hooks_still_run() -
     assert len(c.ran) == 2 and ended == ["assistant"]
     fps = brake.explain("lookup", {"q": "x"}, session=key)["breaker"]["fingerprints"]
     assert fps[0]["count"] == 0
+
+
+def test_approvals_interrupt_only_for_toolbrakes_ask_even_with_omitted_defaults() -> None:
+    # Issue 41, defect 8: with approvals=True a call omitting an optional argument was always
+    # interrupted (the SDK's rule for callable policies) and pending_ask returned None.
+    from toolbrake.integrations.openai_agents import decline
+
+    ran: List[str] = []
+
+    @function_tool
+    def search(q: str, limit: int = 5) -> str:
+        """Search."""
+        ran.append(q)
+        return "same"
+
+    model = script(*calls_of("search", {"q": "x"}, 2))
+    agent = protect(Agent(name="assistant", tools=[search], model=model), Brake(ASK_CONFIG), approvals=True)
+    result = run(agent)
+    assert ran == ["x"]  # the first call ran without an approval
+    assert [i.raw_item.call_id for i in result.interruptions] == ["c1"]
+    item = result.interruptions[0]
+    ask = pending_ask(item)
+    assert ask is not None and ask.verdict == "ask"
+    # The documented reject path: the model reads a refusal written for it, not the
+    # operator's question.
+    text = decline(item)
+    assert text and "Approve" not in text and "Decline" not in text
+    state = result.to_state()
+    state.reject(item, rejection_message=text)
+    result = run(agent, state)
+    assert ran == ["x"]
+    assert tool_outputs(model)["c1"] == text
+    assert pending_ask(item) is None

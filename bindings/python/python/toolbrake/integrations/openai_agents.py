@@ -32,8 +32,19 @@ in that agent's sub-agent session (``agent=<its name>``).
 
 Asks: by default an ``ask`` verdict goes to ``brake.resolve`` (the Brake's ``approver``, else a
 refusal). With ``approvals=True`` it becomes the SDK's human-in-the-loop approval instead: the run
-stops with ``result.interruptions``; ``pending_ask(item)`` gives toolbrake's reason; approve or
-reject on ``result.to_state()`` and run again, as the SDK documents.
+stops with ``result.interruptions``; ``pending_ask(item)`` gives toolbrake's question for the
+operator; ``state.approve(item)``, or ``state.reject(item, rejection_message=decline(item))``
+(the model reads why the call did not run), on ``result.to_state()``, then run again::
+
+    result = await Runner.run(agent, "go")
+    for item in result.interruptions:
+        ask = pending_ask(item)           # None: an approval of the tool's own
+        state = result.to_state()
+        if ask is not None and operator_says_yes(ask.message):
+            state.approve(item)
+        else:
+            state.reject(item, rejection_message=decline(item))
+        result = await Runner.run(agent, state)
 
 Notes: the SDK's output guardrails see a failed tool's error *text*, not that it failed, so
 ``protect`` also wraps each tool's own invocation (inside the SDK's failure handler, which still
@@ -71,7 +82,7 @@ from agents import (  # noqa: E402
 
 from toolbrake import Brake, Decision, Recorded  # noqa: E402
 
-__all__ = ["protect", "pending_ask", "GUARDRAIL_NAME"]
+__all__ = ["protect", "pending_ask", "decline", "GUARDRAIL_NAME"]
 
 logger = logging.getLogger("toolbrake.integrations.openai_agents")
 
@@ -112,18 +123,46 @@ def pending_ask(item: Any) -> Optional[Decision]:
     """The toolbrake ``ask`` behind an approval interruption, or ``None``.
 
     ``item`` is a ``ToolApprovalItem`` from ``result.interruptions`` (or its tool call id).
-    Show ``decision.message`` to the operator; to refuse with toolbrake's words, pass it on:
-    ``state.reject(item, rejection_message=decision.message)``.
+    Show ``decision.message`` to the operator (it is written for them). To refuse, tell
+    toolbrake and give the model its refusal: ``state.reject(item,
+    rejection_message=decline(item))``.
     """
+    found = _pending_for(item)
+    return found[1].decision if found is not None else None
+
+
+def _pending_for(item: Any) -> "Optional[tuple[_Protector, _Call]]":
+    """The protector and pending ask behind ``item`` (matched by call id and, when the item
+    names it, by tool: call ids repeat between runs)."""
     call_id = item if isinstance(item, str) else _item_call_id(item)
     if call_id is None:
         return None
+    tool = None if isinstance(item, str) else _item_tool(item)
     for protector in list(_APPROVING):
         with protector.lock:
             call = protector.pending.get(call_id)
-        if call is not None and call.decision.verdict == "ask":
-            return call.decision
+        if call is not None and call.decision.verdict == "ask" and (tool is None or call.tool == tool):
+            return protector, call
     return None
+
+
+def decline(item: Any) -> Optional[str]:
+    """The operator declined toolbrake's ``ask`` behind an approval interruption: toolbrake
+    records it, and this returns the text for the model (why the call did not run, written
+    for the model, not the operator's question), or ``None`` if no ask of toolbrake's is
+    behind ``item``. Use it as ``state.reject(item, rejection_message=decline(item))``."""
+    found = _pending_for(item)
+    if found is None:
+        return None
+    protector, call = found
+    with protector.lock:
+        protector.pending.pop(call.call_id, None)
+    try:
+        d = call.brake.answer(call.call_id, False, session=call.session, agent=call.agent)
+        return d.message or _REFUSED
+    except Exception:
+        logger.warning("toolbrake could not record the refusal of %s", call.call_id, exc_info=True)
+        return _REFUSED
 
 
 def protect(
@@ -146,8 +185,10 @@ def protect(
         approvals: ``True`` to turn toolbrake's ``ask`` into the SDK's tool approval
             (``needs_approval``: the run is interrupted; see ``pending_ask``). ``False``
             (default): an ask is settled by ``brake.resolve`` (the Brake's approver, else refused).
-            Note the SDK's own rule for callable approval policies: a call whose arguments it
-            cannot show unchanged (omitted defaults, coerced values) always needs manual approval.
+            The SDK's rule for callable approval policies (a call whose validated arguments
+            differ from the model's, such as an omitted default, needs manual approval without
+            asking the policy) stays for the tool's own ``needs_approval``; toolbrake's judges
+            the model's arguments and interrupts only for its own ``ask``.
 
     Tools the SDK builds at run time (MCP servers' tools) and hosted, shell, computer or
     apply-patch tools have no tool guardrails in the SDK and are not judged.
@@ -262,19 +303,36 @@ class _Protector:
             self._wrap_needs_approval(tool, None if agent_name == self.root else agent_name)
         elif "_toolbrake_own_needs_approval" in tool.__dict__:  # protected before with approvals
             tool.needs_approval = tool.__dict__.pop("_toolbrake_own_needs_approval")
+            _restore_prepare(tool)
 
     def _wrap_needs_approval(self, tool: FunctionTool, agent: Optional[str]) -> None:
         original = getattr(tool, "_toolbrake_own_needs_approval", tool.needs_approval)
         tool.__dict__["_toolbrake_own_needs_approval"] = original
         protector = self
+        # The SDK's rule for a callable policy: a call whose validated arguments differ from
+        # the model's (an omitted default, a coerced value) needs manual approval, and the
+        # policy is never asked. toolbrake judges the model's arguments, so for its policy the
+        # rule does not apply: the SDK is told the arguments cannot be prepared ahead (as for
+        # a tool without a callable policy; the tool validates them when it runs), and the
+        # rule is kept for the tool's own policy below.
+        prepare = _own_prepare(tool)
 
         async def needs_approval(ctx: RunContextWrapper[Any], params: Dict[str, Any], call_id: str) -> bool:
             own = original
             if callable(own):
-                res = own(ctx, params, call_id)
-                if hasattr(res, "__await__"):
-                    res = await res
-                own = bool(res)
+                prepared = None
+                if prepare is not None:
+                    try:
+                        prepared = prepare(json.dumps(params), tool.name)
+                    except Exception:
+                        prepared = None
+                if prepared is not None and not getattr(prepared, "unchanged", True):
+                    own = True  # what the SDK would decide without toolbrake
+                else:
+                    res = own(ctx, params, call_id)
+                    if hasattr(res, "__await__"):
+                        res = await res
+                    own = bool(res)
             call = protector._judge(ctx, tool.name, params, call_id, agent)
             if call is None:
                 return bool(own)
@@ -470,6 +528,33 @@ def _capture_failures(tool: FunctionTool) -> None:
     setattr(target_owner, attr, invoke)
 
 
+_PREPARE = "__agents_prepare_arguments__"
+_OWN_PREPARE = "_toolbrake_own_prepare"
+
+
+def _own_prepare(tool: FunctionTool) -> Optional[Callable[[str, str], Any]]:
+    """Turns off the SDK's argument preparation for approval policies on ``tool`` (see
+    ``_wrap_needs_approval``) and returns the tool's own, to apply the SDK's rule to the
+    tool's own policy."""
+    impl = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
+    d = getattr(impl, "__dict__", None)
+    if not isinstance(d, dict):
+        return None
+    if _OWN_PREPARE not in d:
+        if _PREPARE not in d:
+            return None
+        d[_OWN_PREPARE] = d[_PREPARE]
+        d[_PREPARE] = lambda input, tool_name: None
+    return d[_OWN_PREPARE]
+
+
+def _restore_prepare(tool: FunctionTool) -> None:
+    impl = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
+    d = getattr(impl, "__dict__", None)
+    if isinstance(d, dict) and _OWN_PREPARE in d:
+        d[_PREPARE] = d.pop(_OWN_PREPARE)
+
+
 def _is_ours(guardrail: Any) -> bool:
     return getattr(guardrail, "name", None) == GUARDRAIL_NAME and bool(
         getattr(guardrail, "__dict__", {}).get(_MARK_ATTR)
@@ -512,6 +597,17 @@ def _approval(ctx: Any) -> Optional[bool]:
 
 def _info(d: Decision) -> Dict[str, Any]:
     return {"toolbrake": d.verdict, "code": d.code, "engine": d.engine}
+
+
+def _item_tool(item: Any) -> Optional[str]:
+    for obj in (getattr(item, "raw_item", None), item):
+        if obj is None:
+            continue
+        name = obj.get("name") if isinstance(obj, dict) else getattr(obj, "name", None)
+        if isinstance(name, str):
+            return name
+    name = getattr(item, "tool_name", None)
+    return name if isinstance(name, str) else None
 
 
 def _item_call_id(item: Any) -> Optional[str]:
