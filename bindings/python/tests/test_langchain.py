@@ -438,8 +438,11 @@ def test_ask_becomes_an_interrupt_and_approval_runs_the_call() -> None:
     ran_before = n.runs
     assert pending.value["type"] == "tool_approval" and pending.value["name"] == "lookup"
     assert pending.value["description"] and pending.value["toolbrake"]["verdict"] == "ask"
+    # Issue 41: the shape of HumanInTheLoopMiddleware's requests too, answered the same way.
+    assert pending.value["action_requests"][0]["name"] == "lookup"
+    assert pending.value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
 
-    result = agent.invoke(Command(resume={"type": "approve"}), config)
+    result = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
 
     assert "__interrupt__" not in result
     assert n.runs == ran_before + 1, "an approved call runs"

@@ -316,9 +316,10 @@ def test_advisories_for_a_structured_result_are_a_system_note() -> None:
 
     agent.run_sync("go")
     assert [p.content for p in script.returns()] == [{"job": "build", "percent": 10}, {"job": "build", "percent": 20}]
-    # sent as a system note right after the result (this test model renders it as "<system>...")
+    # enqueued as a system part right after the result; Pydantic AI delivers it mid-conversation
+    # as a user prompt part reading "<system>...</system>" (what the module docstring says)
     notes = script.notes_with_last_result()
-    assert len(notes) == 1 and "CONVERGENCE_CHECK" in notes[0]
+    assert len(notes) == 1 and "CONVERGENCE_CHECK" in notes[0] and notes[0].startswith("<system>")
 
 
 def test_a_toolbrake_error_does_not_break_the_run() -> None:

@@ -141,7 +141,7 @@ class Brake:
     """Both engines (the streak brake and the breaker) over a session store.
 
     :param config: ``None`` (the built-in defaults), a path to a ``toolbrake.toml``, or a
-        ``dict`` of the same tables (``{"streak": {"limit": 3}, "breaker": {...},
+        ``dict`` of the same tables (``{"streak": {"max_repeats": 3}, "breaker": {...},
         "store": {...}}``). Invalid settings raise :class:`ToolBrakeConfigError` naming
         the key, the value and the rule, here and not at the first call.
     :param store: ``None`` (the configuration's ``[store]``, else memory), ``"memory"``,

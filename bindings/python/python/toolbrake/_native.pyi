@@ -1,6 +1,8 @@
 """Type stubs of the native module (``toolbrake._native``, Rust via PyO3)."""
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
+
+Verdict = Literal["allow", "advise", "ask", "deny"]
 
 VERSION: str
 
@@ -8,7 +10,7 @@ class Decision:
     """What toolbrake decided about a call before it runs (frozen)."""
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """``"allow"``, ``"advise"``, ``"ask"`` or ``"deny"``."""
     @property
     def runs(self) -> bool:
@@ -85,6 +87,7 @@ class NativeBrake:
         session: str = "default",
         call_id: Optional[str] = None,
         agent: Optional[str] = None,
+        default: Optional[Callable[[Any], Any]] = None,
     ) -> Decision: ...
     def answer(
         self, call_id: str, approved: bool, session: str = "default", agent: Optional[str] = None
@@ -103,3 +106,7 @@ def call_hash(tool: str, args: Any = None) -> str:
 
 def redact(text: str) -> str:
     """Text with credentials replaced, as toolbrake shows text."""
+
+def _fork_before() -> None: ...
+def _fork_after_parent() -> None: ...
+def _fork_after_child() -> None: ...

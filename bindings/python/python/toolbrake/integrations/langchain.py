@@ -25,8 +25,10 @@ session per invocation (``"run:"`` and the id of the run's first message), ended
 run ends; ``session=`` overrides it. A named agent (``create_agent(name=...)``) that
 runs inside another graph's tool (a sub-agent) counts in its own sub-agent session
 (``agent=``). When the graph has a checkpointer, an ``ask`` becomes a LangGraph
-``interrupt`` (resume with ``Command(resume={"type": "approve"})`` or ``{"type": "reject"}``,
-or ``True`` / ``False``); without one, ``brake.resolve`` decides (the Brake's approver, else
+``interrupt`` whose value also has the shape of ``HumanInTheLoopMiddleware``'s requests
+(``action_requests``, ``review_configs``), so one UI serves both (resume with
+``Command(resume={"decisions": [{"type": "approve"}]})``, ``{"type": "reject"}``, or ``True`` /
+``False``); without one, ``brake.resolve`` decides (the Brake's approver, else
 refusal). A new human message at the start of a run starts the session afresh.
 """
 
@@ -401,6 +403,12 @@ class ToolBrakeMiddleware(AgentMiddleware):
             "args": call.get("args"),
             "description": d.message or "",
             "toolbrake": _meta(d),
+            # The shape of LangChain's HumanInTheLoopMiddleware requests, so one UI serves
+            # both (answer with {"decisions": [{"type": "approve"}]} or "reject").
+            "action_requests": [
+                {"name": call.get("name"), "args": call.get("args"), "description": d.message or ""}
+            ],
+            "review_configs": [{"action_name": call.get("name"), "allowed_decisions": ["approve", "reject"]}],
         }
         if _INTERRUPT_TAKES_SCHEMA:
             value = interrupt(payload, response_schema=_RESPONSE_SCHEMA)  # raises until resumed

@@ -5,8 +5,10 @@ tool execution (``wrap_tool_execute``) it asks the brake first: a refused call n
 tool, and the model reads toolbrake's message as a failed tool result (``ToolFailed``); an ``ask``
 becomes a human-in-the-loop approval (``ApprovalRequired``, a deferred tool call) when the run
 can take one. After the call it records the outcome: the tool's return value, or its failure
-(an exception, ``ModelRetry``, ``ToolFailed``). Advisories are appended to a text result, or
-sent as a system prompt part right after the tool's result for other results.
+(an exception, ``ModelRetry``, ``ToolFailed``). Advisories are appended to a text result; for
+other results they are enqueued as a system prompt part right after the tool's result, which
+Pydantic AI delivers in the middle of a conversation as a user prompt part reading
+``<system>…</system>``.
 
 Example::
 
