@@ -295,7 +295,7 @@ fn verb_index(words: &[&str]) -> usize {
         if is_assignment(w)
             || w.starts_with('-')
             || (i > 0 && w.chars().all(|c| c.is_ascii_digit() || ".smhd".contains(c)))
-            || WRAPPERS.contains(&basename(w).as_str())
+            || is_wrapper(w)
         {
             i += 1;
             continue;
@@ -303,6 +303,27 @@ fn verb_index(words: &[&str]) -> usize {
         break;
     }
     i
+}
+
+/// A command word without its directory (as written: [`basename`] lowercases it too).
+fn base_name(word: &str) -> &str {
+    match word.bytes().rposition(|c| c == b'/' || c == b'\\') {
+        Some(i) => &word[i + 1..],
+        None => word,
+    }
+}
+
+fn is_wrapper(word: &str) -> bool {
+    let b = base_name(word);
+    WRAPPERS.iter().any(|x| x.eq_ignore_ascii_case(b))
+}
+
+/// The file of a pytest node id (`t.py::TestA::test_b`), or the word.
+fn node_file(word: &str) -> &str {
+    match word.as_bytes().windows(2).position(|w| w == b"::") {
+        Some(i) => &word[..i],
+        None => word,
+    }
 }
 
 /// Whether one simple command (its words, no operators) writes to the workspace.
@@ -404,8 +425,9 @@ fn lexed_writes(lexed: &[Word]) -> bool {
 /// Files kept per call and per list at most (writes, reads): the rest are not named.
 pub const MAX_FILES: usize = 4;
 
-/// A file as a call names it, as two 8-byte ids (SHA-256): its normalised path ([`normalise`])
-/// and its last component. Two names are the same file when both paths are absolute and
+/// A file as a call names it, as two 8-byte ids: its normalised path ([`normalise`]) and
+/// its last component (64-bit FNV-1a: a file id is compared within one session only, and
+/// is made for most calls, where two SHA-256 were a tenth of a decision). Two names are the same file when both paths are absolute and
 /// equal, or, when either is relative (toolbrake does not know where the command runs),
 /// when their last components are equal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -426,8 +448,8 @@ impl FileId {
     pub fn of(path: &str) -> FileId {
         let base = path.rsplit('/').next().unwrap_or(path);
         FileId {
-            path: super::FpId::of(path).0,
-            base: super::FpId::of(base).0,
+            path: fnv1a(path),
+            base: fnv1a(base),
             absolute: path.starts_with('/'),
         }
     }
@@ -450,6 +472,13 @@ impl FileId {
     }
 }
 
+/// 64-bit FNV-1a of a text.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// A file name as a command running in `cwd` (when known) names it, normalised: joined to
 /// `cwd` when relative, `.` and `..` resolved, repeated and trailing slashes dropped.
 /// `None` for what names no file toolbrake can compare: an option, a glob, a variable, a
@@ -465,14 +494,8 @@ impl FileId {
 /// ```
 pub fn normalise(cwd: Option<&str>, name: &str) -> Option<String> {
     // A pytest node id names its file first.
-    let name = name.split("::").next().unwrap_or(name);
-    if name.is_empty()
-        || name.starts_with('-')
-        || name.starts_with("/dev/")
-        || name.starts_with("/proc/")
-        || name.contains("://")
-        || name.contains(['$', '*', '?', '`', '{', '[', '<', '>', '=', '\n', '\\'])
-    {
+    let name = node_file(name);
+    if name.is_empty() || rejected(name) {
         return None;
     }
     let joined;
@@ -518,8 +541,9 @@ pub struct Files {
     /// The files its output depends on, as its arguments name them: the script it runs
     /// (`python x.py`, `bash x.sh`, `./x`, `node x.js`, `python -m pkg.mod`), the test
     /// files and modules and the other files on its command line (`pytest tests/t.py`,
-    /// `python -m django test app.tests.test_x`, `pylint x.py`), the file a file tool
-    /// reads. A command that writes (`rm`, `sed -i`, `cp`) does not read its own operands.
+    /// `python -m django test app.tests.test_x`, `pylint x.py`). Only shell commands are
+    /// read for it; a command that writes (`rm`, `sed -i`, `cp`) does not read its own
+    /// operands.
     pub reads: Vec<String>,
 }
 
@@ -534,19 +558,83 @@ pub struct Effects {
     pub reads: Vec<FileId>,
 }
 
-impl From<Files> for Effects {
-    fn from(f: Files) -> Effects {
-        Effects {
-            mutating: f.mutating,
-            writes: f.writes.iter().map(|p| FileId::of(p)).collect(),
-            reads: f.reads.iter().map(|p| FileId::of(p)).collect(),
+/// [`files`] as ids, made without writing the names out (the engine does this for every
+/// call of a shell or mutating tool).
+pub fn effects(tools: &super::config::ToolClasses, tool: &str, args: &Value) -> Effects {
+    let mut fx = Effects::default();
+    fx.mutating = analyse(tools, tool, args, &mut fx.writes, &mut fx.reads);
+    fx
+}
+
+/// Where the files a call names go: their normalised names ([`files`]) or their ids
+/// ([`effects`]), at most [`MAX_FILES`], each once.
+trait Collect {
+    /// The file `name` names, read in `cwd` when relative and `cwd` is known.
+    fn add(&mut self, cwd: Option<&str>, name: &str);
+    /// Forgets them all.
+    fn clear_all(&mut self);
+}
+
+impl Collect for Vec<String> {
+    fn add(&mut self, cwd: Option<&str>, name: &str) {
+        if self.len() < MAX_FILES {
+            if let Some(n) = normalise(cwd, name) {
+                if !self.contains(&n) {
+                    self.push(n);
+                }
+            }
         }
+    }
+
+    fn clear_all(&mut self) {
+        self.clear();
     }
 }
 
-/// [`files`] as ids.
-pub fn effects(tools: &super::config::ToolClasses, tool: &str, args: &Value) -> Effects {
-    files(tools, tool, args).into()
+impl Collect for Vec<FileId> {
+    fn add(&mut self, cwd: Option<&str>, name: &str) {
+        if self.len() < MAX_FILES {
+            let id = if is_normal(cwd, name) {
+                Some(FileId::of(name.strip_suffix('/').unwrap_or(name)))
+            } else {
+                normalise(cwd, name).map(|n| FileId::of(&n))
+            };
+            if let Some(id) = id.filter(|id| !self.contains(id)) {
+                self.push(id);
+            }
+        }
+    }
+
+    fn clear_all(&mut self) {
+        self.clear();
+    }
+}
+
+/// Whether [`normalise`] would return `name` as it is (less one trailing slash): the
+/// common case, hashed without writing a new name.
+fn is_normal(cwd: Option<&str>, name: &str) -> bool {
+    if !(cwd.is_none() || name.starts_with('/') || name.starts_with('~'))
+        || name.is_empty()
+        || name == "/"
+        || rejected(name)
+        || node_file(name).len() != name.len()
+    {
+        return false;
+    }
+    // No empty, `.` or `..` component (a trailing slash aside).
+    let body = name.strip_suffix('/').unwrap_or(name);
+    let body = body.strip_prefix('/').unwrap_or(body);
+    body.split('/')
+        .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// Names [`normalise`] refuses: an option, a glob, a variable, a URL, a device.
+fn rejected(name: &str) -> bool {
+    name.starts_with('-')
+        || name.starts_with("/dev/")
+        || name.starts_with("/proc/")
+        || name.contains("://")
+        || name.contains(['$', '*', '?', '`', '{', '[', '<', '>', '=', '\n', '\\'])
 }
 
 /// Argument keys that name the file of a file tool's call.
@@ -564,8 +652,8 @@ pub const PATH_KEYS: &[&str] = &[
 
 /// What a call does to files ([`Files`]). A configured mutating tool writes the file of
 /// its path argument ([`PATH_KEYS`]), the files a patch names (`*** Update File: a.py`),
-/// or the files on its own command line (`create reproduce.py`); another tool reads the
-/// file of its path argument; a shell tool's command is read for both
+/// or the files on its own command line (`create reproduce.py`); a shell tool's command is
+/// read for both
 /// ([`super::config::ToolClasses::is_mutating`] decides `mutating` exactly as before).
 ///
 /// ```
@@ -581,73 +669,80 @@ pub const PATH_KEYS: &[&str] = &[
 /// ```
 pub fn files(tools: &super::config::ToolClasses, tool: &str, args: &Value) -> Files {
     let mut f = Files::default();
-    if tools.mutating.iter().any(|m| m.matches(tool, args)) {
-        f.mutating = true;
-        tool_files(tool, args, true, &mut f.writes);
-        return f;
-    }
-    if !tools.is_shell(tool) {
-        tool_files(tool, args, false, &mut f.reads);
-        return f;
-    }
-    let Some(command) = tools.command_line(args) else {
-        return f;
-    };
-    let lexed = lex(&command);
-    f.mutating = lexed_writes(&lexed);
-    match strip_heredocs(&command) {
-        // Lexed once when there is no here-document (nearly always).
-        std::borrow::Cow::Borrowed(_) => shell_files(&lexed, &mut f),
-        std::borrow::Cow::Owned(body_less) => shell_files(&lex(&body_less), &mut f),
-    }
-    if f.mutating && command.contains("*** ") {
-        // `apply_patch <<'EOF'` (Codex's shell): the patch names its files.
-        patch_files(&command, &mut f.writes);
-    }
-    if !f.mutating {
-        f.writes.clear();
-    }
+    f.mutating = analyse(tools, tool, args, &mut f.writes, &mut f.reads);
     f
 }
 
-fn push_name(out: &mut Vec<String>, name: Option<String>) {
-    if let Some(n) = name {
-        if out.len() < MAX_FILES && !out.contains(&n) {
-            out.push(n);
+/// [`files`] into any [`Collect`]; returns whether the call changes the workspace.
+fn analyse<C: Collect>(
+    tools: &super::config::ToolClasses,
+    tool: &str,
+    args: &Value,
+    writes: &mut C,
+    reads: &mut C,
+) -> bool {
+    if tools.mutating.iter().any(|m| m.matches(tool, args)) {
+        tool_files(tool, args, writes);
+        return true;
+    }
+    if !tools.is_shell(tool) {
+        return false;
+    }
+    let Some(command) = tools.command_line(args) else {
+        return false;
+    };
+    let lexed = lex(&command);
+    let mutating = lexed_writes(&lexed);
+    match strip_heredocs(&command) {
+        // Lexed once when there is no here-document (nearly always).
+        std::borrow::Cow::Borrowed(_) => shell_files(&lexed, mutating, writes, reads),
+        std::borrow::Cow::Owned(body_less) => {
+            shell_files(&lex(&body_less), mutating, writes, reads)
         }
     }
+    if mutating && command.contains("*** ") {
+        // `apply_patch <<'EOF'` (Codex's shell): the patch names its files.
+        patch_files(&command, writes);
+    }
+    if !mutating {
+        writes.clear_all();
+    }
+    mutating
 }
 
-/// The files a file tool's call names: its path argument; for a mutating tool without one,
-/// the files of a patch or of its own command line.
-fn tool_files(tool: &str, args: &Value, mutating: bool, out: &mut Vec<String>) {
-    for key in PATH_KEYS {
-        match args.get(key) {
-            Some(Value::String(p)) => push_name(out, normalise(None, p)),
-            Some(Value::Array(items)) => {
+/// The files a mutating file tool's call names: its path argument, else the files of a
+/// patch or of its own command line.
+fn tool_files(tool: &str, args: &Value, out: &mut impl Collect) {
+    let Value::Object(map) = args else { return };
+    let mut named = false;
+    for (_, v) in map.iter().filter(|(k, _)| PATH_KEYS.contains(&k.as_str())) {
+        match v {
+            Value::String(p) => {
+                named = true;
+                out.add(None, p);
+            }
+            Value::Array(items) => {
                 for p in items.iter().filter_map(Value::as_str) {
-                    push_name(out, normalise(None, p));
+                    named = true;
+                    out.add(None, p);
                 }
             }
             _ => {}
         }
     }
-    if !out.is_empty() {
+    if named {
         return;
     }
-    let Value::Object(map) = args else { return };
     for v in map.values() {
         let Some(text) = v.as_str() else { continue };
-        if mutating {
-            patch_files(text, out);
-        }
+        patch_files(text, out);
         // A command line of the tool itself (`create reproduce.py`, `open a.py`: SWE-agent).
         let first = text.lines().next().unwrap_or("");
         let mut words = first.split_whitespace();
         if words.next() == Some(tool) {
             for w in words.take_while(|w| !w.starts_with('#')) {
                 if has_extension(w) {
-                    push_name(out, normalise(None, w));
+                    out.add(None, w);
                 }
             }
         }
@@ -655,7 +750,7 @@ fn tool_files(tool: &str, args: &Value, mutating: bool, out: &mut Vec<String>) {
 }
 
 /// The files a patch in apply_patch's format names (`*** Update File: a.py`).
-fn patch_files(text: &str, out: &mut Vec<String>) {
+fn patch_files(text: &str, out: &mut impl Collect) {
     for line in text.lines() {
         for head in [
             "*** Update File: ",
@@ -664,7 +759,7 @@ fn patch_files(text: &str, out: &mut Vec<String>) {
             "*** Move to: ",
         ] {
             if let Some(p) = line.strip_prefix(head) {
-                push_name(out, normalise(None, p.trim()));
+                out.add(None, p.trim());
             }
         }
     }
@@ -673,13 +768,18 @@ fn patch_files(text: &str, out: &mut Vec<String>) {
 /// Whether a word's last component has a file extension (`a/b.py`, `x.tar.gz`): a name, a
 /// dot, one to eight letters or digits with at least one letter.
 fn has_extension(word: &str) -> bool {
-    let base = word.rsplit('/').next().unwrap_or(word);
-    base.rsplit_once('.').is_some_and(|(name, ext)| {
-        !name.is_empty()
-            && (1..=8).contains(&ext.len())
-            && ext.bytes().all(|b| b.is_ascii_alphanumeric())
-            && ext.bytes().any(|b| b.is_ascii_alphabetic())
-    })
+    let base = match word.bytes().rposition(|c| c == b'/') {
+        Some(i) => &word[i + 1..],
+        None => word,
+    };
+    let dot = base.bytes().rposition(|c| c == b'.');
+    dot.map(|i| (&base[..i], &base[i + 1..]))
+        .is_some_and(|(name, ext)| {
+            !name.is_empty()
+                && (1..=8).contains(&ext.len())
+                && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+                && ext.bytes().any(|b| b.is_ascii_alphabetic())
+        })
 }
 
 /// Extensions that make a dotted word a file name, not a Python module (`t.py`).
@@ -692,8 +792,8 @@ const FILE_EXTENSIONS: &[&str] = &[
 /// where Python code runs, a dotted module: `tests.admin.test_x` is `tests/admin/test_x.py`,
 /// `pkg.mod.TestCase.test_a` is `pkg/mod.py` (a test id: the module ends before the first
 /// capitalised part).
-fn named_file(word: &str, python: bool, cwd: Option<&str>) -> Option<String> {
-    let word = word.split("::").next().unwrap_or(word);
+fn named_file(out: &mut impl Collect, word: &str, python: bool, cwd: Option<&str>) {
+    let word = node_file(word);
     let dotted = python
         && !word.contains('/')
         && word.contains('.')
@@ -709,15 +809,12 @@ fn named_file(word: &str, python: bool, cwd: Option<&str>) -> Option<String> {
             .split('.')
             .take_while(|p| !p.starts_with(|c: char| c.is_ascii_uppercase()))
             .collect();
-        if parts.is_empty() {
-            return None;
+        if !parts.is_empty() {
+            out.add(cwd, &format!("{}.py", parts.join("/")));
         }
-        return normalise(cwd, &format!("{}.py", parts.join("/")));
+    } else if has_extension(word) {
+        out.add(cwd, word);
     }
-    if has_extension(word) {
-        return normalise(cwd, word);
-    }
-    None
 }
 
 /// The command without the bodies of its here-documents: data, not commands (borrowed
@@ -797,21 +894,29 @@ const VALUE_OPTS: &[&str] = &[
 const INLINE_OPTS: &[&str] = &["-c", "-e", "-E", "--eval", "--print", "-lc", "-ic"];
 
 /// The files one simple command reads and writes; a `cd` moves `cwd`.
-fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut Files) {
+fn simple_files<C: Collect>(
+    words: &[&str],
+    writes: bool,
+    cwd: &mut Option<String>,
+    out_writes: &mut C,
+    out_reads: &mut C,
+) {
     let i = verb_index(words);
     let Some(&verb_word) = words.get(i) else {
         return;
     };
-    let verb = basename(verb_word);
-    let rest: Vec<&str> = words[i + 1..]
-        .iter()
-        .copied()
-        .filter(|w| !w.starts_with('<'))
-        .collect();
+    // Read without allocating: most calls' commands are read here and nowhere else.
+    let verb = base_name(verb_word);
+    let rest = || {
+        words[i + 1..]
+            .iter()
+            .copied()
+            .filter(|w| !w.starts_with('<'))
+    };
     if verb == "cd" || verb == "pushd" {
-        if let Some(dir) = rest.first().filter(|d| !d.starts_with('-')) {
+        if let Some(dir) = rest().next().filter(|d| !d.starts_with('-')) {
             *cwd = match (dir.starts_with('/'), cwd.as_deref()) {
-                (true, _) => Some((*dir).to_string()),
+                (true, _) => Some(dir.to_string()),
                 (false, Some(c)) => Some(format!("{c}/{dir}")),
                 (false, None) => None,
             };
@@ -819,6 +924,48 @@ fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut 
         return;
     }
     let here = cwd.as_deref();
+    let in_place = matches!(verb, "sed" | "perl")
+        && rest().any(|w| {
+            w == "--in-place" || (w.starts_with('-') && !w.starts_with("--") && w.contains('i'))
+        });
+    let writer = in_place
+        || WRITERS.contains(&verb)
+        || matches!(verb, "tee" | "dd" | "git" | "unlink" | "shred");
+    if !writer {
+        // What it reads: a verb written as a path runs that file; the operands of any
+        // other command name its inputs (the script, test files and modules, files).
+        if verb_word.contains('/') {
+            out_reads.add(here, verb_word);
+        }
+        let python = verb.starts_with("python")
+            || verb.starts_with("pypy")
+            || matches!(verb, "pytest" | "py.test")
+            || verb.ends_with(".py");
+        let interpreter = python || INTERPRETERS.contains(&verb);
+        let mut ws = rest();
+        while let Some(w) = ws.next() {
+            if interpreter && INLINE_OPTS.contains(&w) {
+                break;
+            }
+            if w == "-m" && python {
+                // `python -m pkg.mod`: the module's file.
+                if let Some(m) = ws.next() {
+                    named_file(out_reads, m, true, here);
+                }
+            } else if w.starts_with('-') {
+                if VALUE_OPTS.contains(&w) {
+                    ws.next();
+                }
+            } else {
+                named_file(out_reads, w, python, here);
+            }
+        }
+    }
+    if !writes {
+        return;
+    }
+    // What it writes.
+    let rest: Vec<&str> = rest().collect();
     let operands = |skip_values: &[&str]| -> Vec<&str> {
         let mut out = Vec::new();
         let mut j = 0;
@@ -837,79 +984,36 @@ fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut 
         }
         out
     };
-    let in_place = matches!(verb.as_str(), "sed" | "perl")
-        && rest.iter().any(|w| {
-            *w == "--in-place" || (w.starts_with('-') && !w.starts_with("--") && w.contains('i'))
-        });
-    let writer = in_place
-        || WRITERS.contains(&verb.as_str())
-        || matches!(verb.as_str(), "tee" | "dd" | "git" | "unlink" | "shred");
-    if !writer {
-        // What it reads: a verb written as a path runs that file; the operands of any
-        // other command name its inputs (the script, test files and modules, files).
-        if verb_word.contains('/') {
-            push_name(&mut f.reads, normalise(here, verb_word));
-        }
-        let python = verb.starts_with("python")
-            || verb.starts_with("pypy")
-            || matches!(verb.as_str(), "pytest" | "py.test")
-            || verb.ends_with(".py");
-        let interpreter = python || INTERPRETERS.contains(&verb.as_str());
-        let mut j = 0;
-        while j < rest.len() {
-            let w = rest[j];
-            j += 1;
-            if interpreter && INLINE_OPTS.contains(&w) {
-                break;
-            }
-            if w == "-m" && python {
-                // `python -m pkg.mod`: the module's file.
-                if let Some(m) = rest.get(j) {
-                    push_name(&mut f.reads, named_file(m, true, here));
-                }
-                j += 1;
-            } else if w.starts_with('-') {
-                j += usize::from(VALUE_OPTS.contains(&w));
-            } else {
-                push_name(&mut f.reads, named_file(w, python, here));
-            }
-        }
-    }
-    if !writes {
-        return;
-    }
-    // What it writes.
-    let at = |w: &str| normalise(here, w);
-    match verb.as_str() {
+    match verb {
         "cp" | "mv" | "install" | "ln" | "rsync" => {
             let ops = operands(&["-t", "-S", "--target-directory", "-m", "-o", "-g"]);
             if let Some((dest, srcs)) = ops.split_last() {
-                push_name(&mut f.writes, at(dest));
+                out_writes.add(here, dest);
                 for s in srcs {
                     if verb == "mv" {
-                        push_name(&mut f.writes, at(s));
+                        out_writes.add(here, s);
                     }
                     // A destination directory receives the file under its own name.
                     if let Some(b) = s.rsplit('/').next() {
-                        push_name(&mut f.writes, at(&format!("{dest}/{b}")));
+                        out_writes.add(here, &format!("{dest}/{b}"));
                     }
                 }
             }
         }
         "rm" | "touch" | "truncate" | "unlink" | "shred" => {
             for w in operands(&["-s", "--size", "--reference"]) {
-                push_name(&mut f.writes, at(w));
+                out_writes.add(here, w);
             }
         }
         "chmod" | "chown" => {
             for w in operands(&["--reference"]).iter().skip(1) {
-                push_name(&mut f.writes, at(w));
+                out_writes.add(here, w);
             }
         }
         "tee" => {
             for w in operands(&[]) {
                 if !harmless_target(w) {
-                    push_name(&mut f.writes, at(w));
+                    out_writes.add(here, w);
                 }
             }
         }
@@ -920,13 +1024,13 @@ fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut 
                 .any(|w| matches!(*w, "-e" | "-f" | "--expression" | "--file"));
             let ops = operands(&["-e", "-f", "--expression", "--file", "-l"]);
             for w in ops.iter().skip(usize::from(!scripted)) {
-                push_name(&mut f.writes, at(w));
+                out_writes.add(here, w);
             }
         }
         "dd" => {
             for w in &rest {
                 if let Some(target) = w.strip_prefix("of=") {
-                    push_name(&mut f.writes, at(target));
+                    out_writes.add(here, target);
                 }
             }
         }
@@ -938,7 +1042,7 @@ fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut 
                 .is_some_and(|s| matches!(*s, "checkout" | "restore" | "rm" | "mv"))
             {
                 for w in ops[1..].iter().filter(|w| has_extension(w)) {
-                    push_name(&mut f.writes, at(w));
+                    out_writes.add(here, w);
                 }
             }
         }
@@ -949,8 +1053,7 @@ fn simple_files(words: &[&str], writes: bool, cwd: &mut Option<String>, f: &mut 
 /// The files a lexed shell command reads and, when it writes, writes: redirection targets,
 /// `tee`, `sed -i`, `cp`/`mv` destinations, `rm`, `touch`…; a relative name is read in the
 /// directory a `cd` of the same command moved to, when it names one.
-fn shell_files(lexed: &[Word], f: &mut Files) {
-    let writes = f.mutating;
+fn shell_files<C: Collect>(lexed: &[Word], writes: bool, out_writes: &mut C, out_reads: &mut C) {
     let mut cwd: Option<String> = None;
     let mut words: Vec<&str> = Vec::new();
     let mut after_redirect = false;
@@ -958,7 +1061,7 @@ fn shell_files(lexed: &[Word], f: &mut Files) {
         match w {
             Word::Redirect(Some(t)) => {
                 if writes && !harmless_target(t) {
-                    push_name(&mut f.writes, normalise(cwd.as_deref(), t));
+                    out_writes.add(cwd.as_deref(), t);
                 }
             }
             Word::Redirect(None) => {
@@ -966,13 +1069,13 @@ fn shell_files(lexed: &[Word], f: &mut Files) {
                 continue;
             }
             Word::Op => {
-                simple_files(&words, writes, &mut cwd, f);
+                simple_files(&words, writes, &mut cwd, out_writes, out_reads);
                 words.clear();
             }
             Word::Text(text) => {
                 if after_redirect {
                     if writes && !harmless_target(text) {
-                        push_name(&mut f.writes, normalise(cwd.as_deref(), text));
+                        out_writes.add(cwd.as_deref(), text);
                     }
                 } else {
                     words.push(text);
@@ -981,7 +1084,7 @@ fn shell_files(lexed: &[Word], f: &mut Files) {
         }
         after_redirect = false;
     }
-    simple_files(&words, writes, &mut cwd, f);
+    simple_files(&words, writes, &mut cwd, out_writes, out_reads);
 }
 
 #[cfg(test)]
@@ -1061,5 +1164,99 @@ mod tests {
         for bad in ["", "x[", "x[a=]", "[a=b]", "x]"] {
             assert!(MutatingTool::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ids_are_the_ids_of_the_normalised_names() {
+        let names = [
+            "a.py",
+            "/w/a.py",
+            "./a.py",
+            "a//b.py",
+            "/w/./a.py",
+            "/w/x/../a.py",
+            "../a.py",
+            "a/",
+            "/",
+            ".",
+            "..",
+            "x/..",
+            "~/.bashrc",
+            "t.py::T::a",
+            "*.py",
+            "$F",
+            "-x",
+            "/dev/null",
+            "https://x.io/a.py",
+            "a/b/c.py/",
+            "/w/a.py/.",
+        ];
+        for cwd in [None, Some("/w"), Some("rel")] {
+            for n in names {
+                let mut ids: Vec<FileId> = Vec::new();
+                ids.add(cwd, n);
+                let want: Vec<FileId> = normalise(cwd, n).iter().map(|p| FileId::of(p)).collect();
+                assert_eq!(ids, want, "{cwd:?} {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn files_read_and_written() {
+        let cfg = crate::breaker::BreakerConfig::default();
+        let f = |tool: &str, args: Value| files(cfg.tools(), tool, &args);
+        let sh = |c: &str| f("bash", serde_json::json!({ "command": c }));
+        let x = sh("cd /w && PYTHONPATH=. python3 -m pytest tests/t.py::A -k b");
+        assert_eq!(
+            (x.mutating, x.reads, x.writes),
+            (false, vec!["/w/tests/t.py".to_string()], vec![])
+        );
+        let x = sh("rm -f db.sqlite3 && python reproduce.py");
+        assert_eq!(
+            (x.mutating, x.reads, x.writes),
+            (
+                true,
+                vec!["reproduce.py".to_string()],
+                vec!["db.sqlite3".to_string()]
+            )
+        );
+        let x = sh("cat > /w/r.py <<'EOF'\nimport os > x\nEOF\npython /w/r.py");
+        assert_eq!(
+            (x.reads, x.writes),
+            (vec!["/w/r.py".to_string()], vec!["/w/r.py".to_string()])
+        );
+        let x = sh(
+            "cp a.py b.py && mv c.py d/ && sed -i -e 's/a/b/' e.py f.py && echo x | tee -a g.log",
+        );
+        // Four at most: the destination directory's file and the rest are not named.
+        assert_eq!(x.writes, ["b.py", "b.py/a.py", "d", "c.py"]);
+        let x = sh("git checkout -- src/a.py && touch t.txt");
+        assert_eq!(x.writes, ["src/a.py", "t.txt"]);
+        let x = sh(
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/m.py\n*** End Patch\nEOF",
+        );
+        assert_eq!(x.writes, ["src/m.py"]);
+        let x = sh("python -c 'import a.b' x.py && node -e 'x' y.js && grep -n foo z.py");
+        assert_eq!(x.reads, ["z.py"]);
+        let x = sh("python manage.py test app.tests.TestX.test_y");
+        assert_eq!(x.reads, ["manage.py", "app/tests.py"]);
+        // A read-only command writes nothing, whatever it names.
+        let x = sh("diff a.py b.py > /dev/null");
+        assert!(!x.mutating && x.writes.is_empty() && x.reads == ["a.py", "b.py"]);
+        let x = f(
+            "create",
+            serde_json::json!({"command": "create reproduce.java"}),
+        );
+        assert_eq!(
+            (x.mutating, x.writes),
+            (true, vec!["reproduce.java".to_string()])
+        );
+        let x = f("Read", serde_json::json!({"file_path": "/w/a.py"}));
+        assert!(!x.mutating && x.writes.is_empty() && x.reads.is_empty());
+        let x = f(
+            "MultiEdit",
+            serde_json::json!({"file_path": "/w/./a.py", "edits": []}),
+        );
+        assert_eq!(x.writes, ["/w/a.py"]);
     }
 }
