@@ -15,6 +15,11 @@
 //! - terminal colour escapes, carriage returns and trailing blanks.
 //!
 //! Small numbers stay: `5 failed, 3 passed` and `4 failed, 4 passed` are different results.
+//!
+//! The outcome's fields come first in what is hashed (exit code, HTTP status, error and
+//! timeout flags): a run that now passes is a new result even when its text is the same, so
+//! an exit status that changes restarts the unchanged track's count (docs/decisions.md,
+//! "Unchanged: a rerun that may differ runs").
 
 use crate::breaker::Outcome;
 use serde::{Deserialize, Serialize};
@@ -101,6 +106,9 @@ impl Digested {
 /// let b = digest(&Outcome::success("bash: line 11317: cd: fastjson/: No such file or directory"));
 /// assert_eq!(a, b);
 /// assert_ne!(digest(&Outcome::success("5 failed")), digest(&Outcome::success("4 failed")));
+/// // The exit status is part of the result: the same text, now passing, is new.
+/// let failing = Outcome { exit_code: Some(1), text: Some("1 passed".into()), ..Outcome::default() };
+/// assert_ne!(digest(&failing), digest(&Outcome::success("1 passed")));
 /// assert_eq!(digest(&Outcome::default()), None);
 /// ```
 pub fn digest(o: &Outcome) -> Option<OutputDigest> {
