@@ -611,3 +611,19 @@ def test_the_public_types_are_precise_for_strict_checkers():
     assert hints["on_advice"] == typing.Optional[typing.Callable[[typing.List[str]], None]]
     stub = open(os.path.join(os.path.dirname(toolbrake.__file__), "_native.pyi")).read()
     assert 'Verdict = Literal["allow", "advise", "ask", "deny"]' in stub and "def verdict(self) -> Verdict" in stub
+
+
+def test_the_memory_store_is_bounded_by_the_store_table():
+    # Issue 41, defect 6: sessions never ended piled up (600 MB over 200k runs).
+    brake = Brake({"store": {"max_sessions": 10}})
+    for n in range(50):
+        for _ in range(2):
+            run(brake, "search", {"q": "x"}, "same", session=f"run-{n}")
+
+    def count(s):
+        return brake.explain("search", {"q": "x"}, session=s)["breaker"]["fingerprints"][0]["count"]
+
+    assert count("run-49") == 2
+    assert count("run-0") == 0  # the idle-longest were forgotten
+    with pytest.raises(ToolBrakeConfigError, match="store.max_bytes"):
+        Brake({"store": {"max_bytes": 10}})
