@@ -1,5 +1,5 @@
 """The wheel people install without Rust: scripts/package builds it (abi3, manylinux) into
-target/package/; this installs it into a fresh virtualenv whose PATH has no compiler and runs
+target/package/python/; this installs it into a fresh virtualenv whose PATH has no compiler and runs
 the README's plain-API example with it. Skipped when no wheel was built (set
 $TOOLBRAKE_WHEEL to test another one)."""
 
@@ -21,7 +21,7 @@ def _wheel() -> str:
     given = os.environ.get("TOOLBRAKE_WHEEL")
     if given:
         return given
-    found = sorted(glob.glob(os.path.join(ROOT, "target", "package", "toolbrake-*-abi3-*.whl")), key=os.path.getmtime)
+    found = sorted(glob.glob(os.path.join(ROOT, "target", "package", "python", "toolbrake-*-abi3-*.whl")), key=os.path.getmtime)
     if not found:
         pytest.skip("no wheel: run scripts/package (or set TOOLBRAKE_WHEEL)")
     return found[-1]
