@@ -131,7 +131,7 @@ fn bench_warm(
                 )
                 .unwrap();
             let _ = engine.post(&mut st, &id, outcome);
-            if n % 8 == 0 {
+            if n.is_multiple_of(8) {
                 let _ = engine.user_message(&mut st);
             }
             d

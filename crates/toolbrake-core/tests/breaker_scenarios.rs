@@ -16,7 +16,7 @@ const DECOYS: [&str; 3] = ["1st", "2nd", "3rd"];
 /// The seed's cosmetic loop: a new description, a churning --max-time and two host
 /// spellings each call. Every call looks new to an exact counter.
 fn cosmetic_args(i: usize) -> Value {
-    let host = if i % 2 == 0 {
+    let host = if i.is_multiple_of(2) {
         "open-data.canada.ca"
     } else {
         "open.canada.ca"

@@ -126,7 +126,7 @@ impl Gen {
             0 => "null".into(),
             1 => self.number(),
             2 => serde_json::to_string(&self.string()).unwrap(),
-            3 => (if self.next() % 2 == 0 {
+            3 => (if self.next().is_multiple_of(2) {
                 "true"
             } else {
                 "false"

@@ -48,7 +48,7 @@ fn call_for(kind: &str, i: usize) -> (&'static str, Value) {
             )),
         ),
         "net" => {
-            let client = if i % 2 == 0 { "curl -s" } else { "wget -qO-" };
+            let client = if i.is_multiple_of(2) { "curl -s" } else { "wget -qO-" };
             ("bash", bash(format!("{client} https://api.example.com/a")))
         }
         "host" => (

@@ -605,7 +605,7 @@ impl Router<'_> {
     /// Where the event of line `line_no` goes (counted as routed).
     fn target(&mut self, r: Route, line_no: u64) -> io::Result<Target> {
         self.events += 1;
-        if self.events % REBUILD_EVERY == 0 {
+        if self.events.is_multiple_of(REBUILD_EVERY) {
             self.rebuild()?;
         }
         let n = self.shards();

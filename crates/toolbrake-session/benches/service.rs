@@ -71,7 +71,7 @@ fn bench_service(c: &mut Criterion) {
                     )
                     .unwrap();
                 let _ = s.post("s1", &id, &outcome);
-                if n % 8 == 0 {
+                if n.is_multiple_of(8) {
                     let _ = s.user_message("s1");
                 }
                 d
