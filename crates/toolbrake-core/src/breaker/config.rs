@@ -234,6 +234,7 @@ pub struct BreakerConfig {
     pub(crate) struggle_ask_at: Option<u32>,
     pub(crate) cycle_limit: Option<u32>,
     pub(crate) unchanged_limit: Option<u32>,
+    pub(crate) same_output_limit: Option<u32>,
     pub(crate) tools: ToolClasses,
     pub(crate) block_shell_http: bool,
     pub(crate) block_local_http: bool,
@@ -366,6 +367,7 @@ impl Default for BreakerConfig {
             struggle_ask_at: Some(DEFAULT_STRUGGLE_ASK_AT),
             cycle_limit: Some(DEFAULT_CYCLE_LIMIT),
             unchanged_limit: Some(DEFAULT_UNCHANGED_LIMIT),
+            same_output_limit: Some(DEFAULT_SAME_OUTPUT_LIMIT),
             tools: ToolClasses::default(),
             block_shell_http: true,
             block_local_http: false,
@@ -388,6 +390,13 @@ pub const DEFAULT_CYCLE_LIMIT: u32 = 3;
 /// same this many times in a row, whatever ran in between, is stopped the next time
 /// (docs/decisions.md, "Progress", and EVALUATION.md for the measurement behind it).
 pub const DEFAULT_UNCHANGED_LIMIT: u32 = 3;
+/// Default `same_output_limit`: a call whose action, however it is spelled, already ran
+/// this many times in a row of its tool's calls that all returned the same output is
+/// stopped (docs/decisions.md, "Same output, other spelling"; the 3rd run, as the streak
+/// brake stops the 3rd identical call).
+pub const DEFAULT_SAME_OUTPUT_LIMIT: u32 = 2;
+/// The largest `same_output_limit`.
+pub const MAX_SAME_OUTPUT_LIMIT: u32 = 64;
 /// The largest `unchanged_limit`.
 pub const MAX_UNCHANGED_LIMIT: u32 = 64;
 /// The largest `cycle_limit` (bounds the call history a session keeps).
@@ -618,6 +627,22 @@ impl BreakerConfig {
                         }
                     }
                 }
+                "same_output_limit" => {
+                    c.same_output_limit = match (v, as_int(v)) {
+                        (Value::Bool(false), _) => None,
+                        (Value::String(s), _) if s == "off" => None,
+                        (_, Some(i)) if (2..=i64::from(MAX_SAME_OUTPUT_LIMIT)).contains(&i) => {
+                            Some(i as u32)
+                        }
+                        _ => {
+                            return Err(ConfigError::new(
+                                dotted(P, k),
+                                show(v),
+                                format!("must be an integer from 2 to {MAX_SAME_OUTPUT_LIMIT}, or \"off\""),
+                            ))
+                        }
+                    }
+                }
                 "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
                 "block_shell_http" => c.block_shell_http = get_bool(P, k, v)?,
                 "block_local_http" => c.block_local_http = get_bool(P, k, v)?,
@@ -653,6 +678,12 @@ impl BreakerConfig {
     /// cycle detection); `false` restores the seed's exact rules.
     pub fn progress(&self) -> bool {
         self.progress
+    }
+
+    /// Whether the same-output track judges calls (progress on, `same_output_limit` not
+    /// off): only then is a shell call's canonical spelling made.
+    pub fn same_output_on(&self) -> bool {
+        self.progress && self.same_output_limit.is_some()
     }
 
     /// The shell-HTTP block in force: the blocked clients, whether local fetches are
@@ -705,6 +736,9 @@ impl BreakerConfig {
             struggle_ask_at: None,
             cycle_limit: None,
             unchanged_limit: None,
+            // Whether the track is on changes what preparing reads (a shell call's
+            // spelling); its gate does not.
+            same_output_limit: self.same_output_limit.map(|_| DEFAULT_SAME_OUTPUT_LIMIT),
             ..self.clone()
         }
     }
@@ -865,6 +899,7 @@ impl BreakerConfig {
             "struggle_ask_at": opt(self.struggle_ask_at),
             "cycle_limit": opt(self.cycle_limit),
             "unchanged_limit": opt(self.unchanged_limit),
+            "same_output_limit": opt(self.same_output_limit),
             "block_shell_http": self.block_shell_http,
             "block_local_http": self.block_local_http,
             "shell_http_block": self.shell_http_block,

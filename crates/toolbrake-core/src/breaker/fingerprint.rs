@@ -3,7 +3,10 @@
 //! measures and `family:`.
 
 use super::config::{BreakerConfig, LocalHosts};
-use super::shell::{sink_of, strip_tokens, tokenize, verb_of, GENERIC_SINKS};
+use super::shell::{
+    canonical_into, normalise_dir, sink_of, strip_tokens, tokenize_cow, verb_of, Sink,
+    SpellingHash, GENERIC_SINKS,
+};
 use super::url::{extract_urls, is_local_host, norm_url};
 use crate::canonical::{canonical_args_without_after, digest_of_canonical, CanonicalError};
 use serde::{Deserialize, Serialize};
@@ -112,6 +115,15 @@ impl FpId {
         FpId(u64::from_be_bytes(d[..8].try_into().expect("8 bytes")))
     }
 
+    /// A quick id of a text that only session state compares, never shown as a
+    /// fingerprint's (a spelling, a directory: [`Spelling`]): FNV-1a, 64 bits. Stable
+    /// across processes and builds, as stored state needs.
+    pub fn quick(text: &str) -> Self {
+        let mut h = SpellingHash::new();
+        h.put(text);
+        FpId(h.0)
+    }
+
     /// The id of the `exact:` fingerprint `exact:{tool}:{canonical}`: the first 8 bytes of
     /// its call hash, `sha256(tool + "\n" + canonical)`
     /// ([`crate::canonical::digest_of_canonical`]). The engine has that hash already for
@@ -187,6 +199,49 @@ pub struct FingerprintSet {
     pub class: &'static str,
     /// The top-level argument keys removed as decoys.
     pub stripped: Vec<String>,
+    /// For a shell call, its canonical spelling (with the progress signal and the
+    /// same-output track on).
+    pub spelling: Option<Spelling>,
+}
+
+/// A shell call's canonical spelling ([`canonical`]; docs/decisions.md, "Same output,
+/// other spelling"): the id of its canonical command without a leading `cd`, and where it
+/// runs. The same-output track resolves a relative directory against the session's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spelling {
+    /// The target of its leading `cd`, resolved against the call's own working directory
+    /// argument (`workdir`, `cwd`) when it has one; that argument when there is no `cd`.
+    pub cd: Option<String>,
+    /// The id of the rest of the canonical command ([`FpId::quick`]).
+    pub rest: FpId,
+}
+
+/// Arguments of a shell tool naming the directory its command runs in (Codex's `workdir`).
+const WORKDIR_ARGS: &[&str] = &["workdir", "cwd"];
+
+impl Spelling {
+    /// The spelling of a shell tool's command, with its arguments for the directory.
+    pub fn of(command: &str, args: &Value) -> Spelling {
+        // The canonical command is hashed as it is written, never kept.
+        let mut rest = SpellingHash::new();
+        let cd = canonical_into(command, &mut rest);
+        let base = WORKDIR_ARGS
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_str))
+            .filter(|b| !b.is_empty())
+            .map(normalise_dir);
+        let cd = match (cd, base) {
+            (Some(d), Some(b)) if !d.starts_with(['/', '~']) => {
+                Some(format!("{}/{d}", b.trim_end_matches('/')))
+            }
+            (Some(d), _) => Some(d),
+            (None, b) => b,
+        };
+        Spelling {
+            cd,
+            rest: FpId(rest.0),
+        }
+    }
 }
 
 impl FingerprintSet {
@@ -268,7 +323,10 @@ pub(crate) fn fingerprints_with(
     if cfg.tools().is_shell(tool) {
         set.class = "shell";
         let command = shell_command(cfg, args);
-        let toks = tokenize(&command);
+        if cfg.same_output_on() {
+            set.spelling = Some(Spelling::of(&command, args));
+        }
+        let toks = tokenize_cow(&command);
         let urls: Vec<_> = extract_urls(&command)
             .iter()
             .filter_map(|u| norm_url(u, &cfg.host_aliases))
@@ -378,6 +436,28 @@ mod tests {
             proptest::prop_assert_eq!(&given, &alone);
             proptest::prop_assert_eq!(given.fps[0].id, FpId::of_exact(&hash));
         }
+    }
+
+    #[test]
+    fn a_spelling_is_the_quick_id_of_the_canonical_command() {
+        for c in [
+            "ls -la src",
+            "cd /w && FOO=1 pytest -x | head -50 # again",
+            "echo 'a b' > out.txt 2>&1 &",
+            "a ; ; b ;",
+            "python3 - <<'EOF'\nprint(1)\nEOF",
+            "line one\nline two",
+            "",
+        ] {
+            let s = Spelling::of(c, &Value::Null);
+            let canon = super::super::shell::canonical(c);
+            assert_eq!(s.rest, FpId::quick(&canon.rest), "{c:?}");
+            assert_eq!(s.cd, canon.cd, "{c:?}");
+        }
+        let s = Spelling::of("cd src && make", &serde_json::json!({"workdir": "/w/"}));
+        assert_eq!(s.cd.as_deref(), Some("/w/src"));
+        let s = Spelling::of("make", &serde_json::json!({"cwd": "./w"}));
+        assert_eq!(s.cd.as_deref(), Some("w"));
     }
 
     #[test]
