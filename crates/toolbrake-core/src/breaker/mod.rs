@@ -11,6 +11,7 @@ pub mod failure;
 pub mod fingerprint;
 pub mod messages;
 pub mod mutation;
+pub mod same_output;
 pub mod shell;
 pub mod shell_http;
 pub mod url;
@@ -57,6 +58,10 @@ pub enum Track {
     /// A call whose failure (or an edit whose result) came back the same several times in
     /// a row, whatever ran in between (progress signal).
     Unchanged,
+    /// A call whose action, however spelled, keeps returning the same output (progress
+    /// signal, `same_output`).
+    #[serde(rename = "same_output")]
+    SameOutput,
 }
 
 impl Track {
@@ -68,6 +73,7 @@ impl Track {
             Track::Cycle => "cycle",
             Track::Struggle => "struggle",
             Track::Unchanged => "unchanged",
+            Track::SameOutput => "same_output",
         }
     }
 }
@@ -366,6 +372,12 @@ pub struct BreakerState {
     /// The last calls that ran, for cycle detection.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     recent: VecDeque<Recent>,
+    /// The same-output track: the run of calls returning the same output.
+    #[serde(
+        default,
+        skip_serializing_if = "same_output::SameOutputState::is_empty"
+    )]
+    same_output: same_output::SameOutputState,
     /// The last outcome per call, for the unchanged track (most recent last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unchanged: Vec<Unchanged>,
@@ -437,8 +449,12 @@ impl BreakerState {
     }
 
     /// What the call with this `exact:` id returned the last time it ran, when the output
-    /// memory still holds it (the unchanged track's last 64 identities, else the window's).
+    /// memory still holds it (the unchanged track's last 64 identities, else the window's);
+    /// for a call the same-output track just stopped, what its run kept returning.
     pub fn last_output(&self, exact: FpId) -> Option<OutputDigest> {
+        if let Some(d) = self.same_output.before(exact) {
+            return Some(d);
+        }
         self.unchanged
             .iter()
             .find(|u| u.fp == exact)
@@ -680,14 +696,16 @@ impl Breaker {
             })
             .collect();
 
+        let spelled = self.spelled(st, set);
         // A call id seen before (two seams): judge it again, count nothing.
         if let Some(prev) = st.inflight.iter().find(|c| c.id == call_id) {
             let prev_status = prev.status.clone();
-            let blocking = self.blocking(st, &fps);
+            let mut blocking = self.blocking(st, &fps);
+            blocking.extend(spelled.and_then(|(id, _)| self.same_output_hit(st, tool, id, &fps)));
             return match prev_status {
                 Status::Ran => BreakerVerdict::Proceed { advisory: None },
                 Status::Pending { hits, .. } => BreakerVerdict::Ask {
-                    reason: messages::ask_reason(&hits),
+                    reason: same_output::ask_reason(tool, &hits),
                     hits,
                 },
                 Status::Denied => {
@@ -697,7 +715,8 @@ impl Breaker {
             };
         }
 
-        let blocking = self.blocking(st, &fps);
+        let mut blocking = self.blocking(st, &fps);
+        self.judge_same_output(st, call_id, tool, spelled, &fps, &mut blocking);
         for h in blocking.iter().filter(|h| h.hit.track == Track::Unchanged) {
             if let Some(u) = st.unchanged.iter_mut().find(|u| u.fp == h.id) {
                 u.stopped = true;
@@ -723,7 +742,7 @@ impl Breaker {
         if self.cfg.on_limit == OnLimit::Ask && !any_refused {
             let ids: Vec<FpId> = blocking.iter().map(|h| h.id).collect();
             let hits: Vec<Hit> = blocking.into_iter().map(|h| h.hit).collect();
-            let reason = messages::ask_reason(&hits);
+            let reason = same_output::ask_reason(tool, &hits);
             st.push_inflight(Inflight {
                 id: call_id.to_string(),
                 tool: tool.to_string(),
@@ -946,6 +965,7 @@ impl Breaker {
         }
         if progress {
             self.remember_output(st, &call, digest);
+            self.remember_same_output(st, &call, failure.is_none(), digest, outcome);
             self.remember_unchanged(st, &call, digest, failure.as_ref());
             if call.mutating && failure.is_none() {
                 // The workspace changed: every failing fingerprint may behave differently now.
@@ -1344,7 +1364,7 @@ impl Breaker {
         refused: bool,
     ) -> BreakerVerdict {
         let hits: Vec<Hit> = blocking.into_iter().map(|h| h.hit).collect();
-        let text = messages::denial(
+        let text = same_output::denial(
             tool,
             &hits,
             refused,
