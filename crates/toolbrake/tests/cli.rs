@@ -174,13 +174,13 @@ fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
         }
     }
     // The loop in the corpus (a tau-bench agent re-booking with the same failing
-    // arguments, a `think` between each try) and five OpenHands runs whose reproduction
-    // script came back unchanged after edits, again and again.
+    // arguments, a `think` between each try) and four OpenHands runs whose reproduction
+    // script came back unchanged after edits, again and again (django-11087's last rerun
+    // follows a re-creation of the script it runs: it may differ, and runs).
     assert_eq!(
         gated.iter().collect::<Vec<_>>(),
         [
             "openhands_c35_oh50/claude-3.5-sonnet/django__django-10880",
-            "openhands_c35_oh50/claude-3.5-sonnet/django__django-11087",
             "openhands_c35_oh50/claude-3.5-sonnet/django__django-11179",
             "openhands_c35_oh50/claude-3.5-sonnet/django__django-11292",
             "openhands_c35_oh50/claude-3.5-sonnet/django__django-11400",
@@ -198,7 +198,7 @@ fn replaying_the_bundled_corpus_stops_only_waste_and_no_healthy_run() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("Of the calls stopped, 7 were waste (the recorded run got the same output as the last identical call), 0 would have brought new information, 2 have no recorded output."),
+        text.contains("Of the calls stopped, 6 were waste (the recorded run got the same output as the last identical call), 0 would have brought new information, 1 has no recorded output."),
         "{text}"
     );
 }
@@ -249,7 +249,7 @@ fn the_html_report_is_self_contained() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("django__django-11265"));
     assert!(
-        html.contains("<p id=\"waste\">Of the calls stopped, 7 were waste"),
+        html.contains("<p id=\"waste\">Of the calls stopped, 6 were waste"),
         "{html}"
     );
     assert!(
