@@ -277,6 +277,24 @@ fn a_cd_elsewhere_is_another_command() {
 }
 
 #[test]
+fn a_cd_is_known_once_the_session_made_one() {
+    // Where the shell started is not known: the first `cmd` and `cd /w && cmd` are two
+    // spellings until a cd says where the shell is; from then on they are one.
+    let mut r = Session::new(json!({}));
+    for cmd in [
+        "pytest -q",
+        "cd /w && pytest -q",
+        "pytest -q",
+        "cd /w && pytest -q",
+        "pytest -q",
+        "cd /w && pytest -q",
+    ] {
+        r.step("Bash", bash(cmd), out(SAME));
+    }
+    assert_eq!(r.first_stop(), Some(4), "{:?}", r.verdicts);
+}
+
+#[test]
 fn a_working_directory_argument_is_where_the_command_runs() {
     let mut r = Session::new(json!({}));
     let calls = [
