@@ -126,7 +126,9 @@ def test_an_approver_that_raises_refuses():
 
 
 def test_failures_feed_the_failure_track():
-    brake = Brake({"streak": {"enabled": False}})
+    # The failure track alone: the streak brake and the same-output track, which stop an
+    # identical call that came back the same sooner, are off.
+    brake = Brake({"streak": {"enabled": False}, "breaker": {"same_output_limit": "off"}})
     advice = []
     for i in range(4):
         d = brake.before("run_tests", {"path": "tests/"}, session="s")
@@ -380,7 +382,7 @@ def test_guard_runs_the_body_only_when_allowed():
 
 
 def test_guard_records_exceptions_and_reraises_them():
-    brake = Brake({"streak": {"enabled": False}})
+    brake = Brake({"streak": {"enabled": False}, "breaker": {"same_output_limit": "off"}})
 
     @brake.guard(tool="compile", session=lambda: "build-1")
     def compile_it(path: str) -> None:

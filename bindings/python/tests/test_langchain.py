@@ -208,7 +208,9 @@ def test_a_raised_exception_is_recorded_as_a_failure() -> None:
 
 
 def test_error_tool_messages_feed_the_failure_track_and_its_advice_reaches_the_model() -> None:
-    brake = Brake({"streak": {"enabled": False}})  # let the breaker's failure track speak
+    # Let the breaker's failure track speak (the streak brake and the same-output track
+    # would stop the identical failing call sooner).
+    brake = Brake({"streak": {"enabled": False}, "breaker": {"same_output_limit": "off"}})
 
     @tool
     def fetch(url: str) -> str:

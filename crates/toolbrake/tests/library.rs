@@ -118,7 +118,12 @@ fn guard_with_records_the_outcome_it_is_given() {
         body: String,
     }
     let brake =
-        Brake::from_toml("[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\n").unwrap();
+        // The failure track alone: the streak brake and the same-output track stop an
+        // identical call that came back the same sooner.
+        Brake::from_toml(
+            "[streak]\nenabled = false\n[breaker]\non_limit = \"deny\"\nsame_output_limit = \"off\"\n",
+        )
+        .unwrap();
     let args = json!({"url": "https://api.example.com/down"});
     let mut stopped = None;
     for i in 0..8 {
