@@ -48,7 +48,11 @@ fn call_for(kind: &str, i: usize) -> (&'static str, Value) {
             )),
         ),
         "net" => {
-            let client = if i.is_multiple_of(2) { "curl -s" } else { "wget -qO-" };
+            let client = if i.is_multiple_of(2) {
+                "curl -s"
+            } else {
+                "wget -qO-"
+            };
             ("bash", bash(format!("{client} https://api.example.com/a")))
         }
         "host" => (
