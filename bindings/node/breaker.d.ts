@@ -38,6 +38,10 @@ export interface BreakerConfig {
   struggleWarnAt?: Stage
   struggleAskAt?: Stage
   cycleLimit?: Stage
+  /** The unchanged track's gate (`null`: off). */
+  unchangedLimit?: Stage
+  /** The same-output track's gate: one action, however spelled, that kept returning the same output (`null`: off). */
+  sameOutputLimit?: Stage
   blockShellHttp?: boolean
   blockLocalHttp?: boolean
   shellHttpBlock?: string[]

@@ -36,7 +36,7 @@ export class BreakerConfigError extends TypeError {
 }
 
 /** Keys whose `null` means "off" (the original's spelling of a disabled stage or gate). */
-const NULLABLE = new Set(['warnAt', 'summarizeAt', 'failWarnAt', 'failLimit', 'struggleWarnAt', 'struggleAskAt', 'cycleLimit'])
+const NULLABLE = new Set(['warnAt', 'summarizeAt', 'failWarnAt', 'failLimit', 'struggleWarnAt', 'struggleAskAt', 'cycleLimit', 'unchangedLimit', 'sameOutputLimit'])
 /** Tables whose keys are names (fingerprints, tools, hosts), never renamed. */
 const NAMED = new Set(['limits', 'ignoreArgs', 'hostAliases'])
 

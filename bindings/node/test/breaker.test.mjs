@@ -163,7 +163,9 @@ test('webFetchFile: the tool is registered, fetches to a file, and shell fetches
   try {
     const root = mkdtempSync(join(tmpdir(), 'toolbrake-fetch-'))
     const h = fakeHost()
-    const dispose = breaker.apply(h.ctx, { onLimit: 'deny', webFetchFile: { root, maxBytes: 1000 } })
+    // The failure track's advisory on the third 404 (the same-output track, which stops an
+    // identical call that came back the same at its third, is off).
+    const dispose = breaker.apply(h.ctx, { onLimit: 'deny', sameOutputLimit: null, webFetchFile: { root, maxBytes: 1000 } })
     const tool = h.registry.get('web_fetch_file')
     assert.ok(tool, 'registered')
     const agent = { id: 'a' }
