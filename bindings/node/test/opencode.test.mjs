@@ -218,7 +218,9 @@ for (const host of Object.keys(hosts)) {
     // The streak brake out of the way: only the failure track, fed by the error parts, stops it.
     const model = await startModel({ calls: 6, tool: 'read', args: { filePath: join(dir, 'work', 'missing.txt') } })
     try {
-      setup(host, dir, model.url, { config: { streak: { max_repeats: 10 }, breaker: { on_limit: 'deny' } } })
+      // (and the same-output track, which stops an identical call that came back the same at
+      // its third)
+      setup(host, dir, model.url, { config: { streak: { max_repeats: 10 }, breaker: { on_limit: 'deny', same_output_limit: 'off' } } })
       await run(host, dir)
       const results = toolResults(model.requests)
       assert.equal(results.length, 6, JSON.stringify(results))
