@@ -250,13 +250,10 @@ fn holds_nothing(v: &serde_json::Value) -> bool {
 /// else is left in it.
 fn retire_former_copilot_file(ours: &Path) -> Result<(), CliError> {
     let former = ours.with_file_name(format!("{}.json", toolbrake_hooks::former::NAME));
-    // Only a regular file (or a link to one) is read: a FIFO or a device a cloned
-    // repository planted at that name (`init copilot --project`) would hang `init` or fill
-    // its memory, and no build of ours ever wrote one.
-    if !std::fs::metadata(&former).is_ok_and(|m| m.is_file()) {
-        return Ok(());
-    }
-    let Ok(text) = std::fs::read_to_string(&former) else {
+    // Only a regular file (or a link to one) is read, and a settings file's size: a FIFO
+    // or a device a cloned repository planted at that name (`init copilot --project`)
+    // would hang `init` or fill its memory, and no build of ours ever wrote one.
+    let Ok(Some(text)) = toolbrake::files::read_regular(&former, MAX_SETTINGS_BYTES) else {
         return Ok(());
     };
     let Ok(mut settings) = serde_json::from_str::<serde_json::Value>(&text) else {

@@ -66,15 +66,10 @@ fn read(path: &Path) -> Result<String, EditError> {
         path: path.to_path_buf(),
         why,
     };
-    match std::fs::metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(unreadable(e.to_string())),
-        Ok(m) if !m.is_file() => Err(unreadable("not a regular file".into())),
-        Ok(m) if m.len() > settings::MAX_CONFIG_BYTES => {
-            Err(unreadable(format!("{} bytes is too large", m.len())))
-        }
-        Ok(_) => std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string())),
-    }
+    // One read of the opened file (a FIFO swapped in after a check never blocks it).
+    crate::files::read_regular(path, settings::MAX_CONFIG_BYTES)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| unreadable(e.to_string()))
 }
 
 /// The version of a file's text that edits name (`If-Match`): a strong entity tag, the
