@@ -255,6 +255,10 @@ pub struct SessionState {
     /// The last [`MAX_LOG`] decisions, oldest first.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     log: VecDeque<LogEntry>,
+    /// What a person said of this run afterwards (`toolbrake feedback`), when anything:
+    /// read by calibration, never by the engines' decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::feedback::Feedback>,
 }
 
 fn is_zero(n: &u32) -> bool {

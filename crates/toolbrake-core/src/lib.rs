@@ -12,12 +12,14 @@
 //! - [`redact`]: credentials replaced in everything shown or stored.
 //! - [`engine`]: both engines together, the surface adapters call.
 //! - [`config`]: the validated engine configuration.
+//! - [`feedback`]: what a person said of a run afterwards (a mistaken stop, a stuck run).
 #![deny(missing_docs)]
 
 pub mod breaker;
 pub mod canonical;
 pub mod config;
 pub mod engine;
+pub mod feedback;
 pub mod progress;
 pub mod redact;
 pub mod streak;
@@ -34,4 +36,5 @@ pub use engine::{
     Call, Decision, Engine, EngineError, LogEntry, PostDecision, SessionState, Settled, Signals,
     Verdict,
 };
+pub use feedback::Feedback;
 pub use streak::{StreakBrake, StreakConfig, StreakRefusal, StreakState, StreakVerdict};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use toolbrake_core::engine::Prepared;
 use toolbrake_core::progress::Digested;
 use toolbrake_core::{
-    Call, Decision, Engine, EngineError, Outcome, PostDecision, SessionState, Settled,
+    Call, Decision, Engine, EngineError, Feedback, Outcome, PostDecision, SessionState, Settled,
 };
 use toolbrake_store::{update_counted, with_sub_agents, Store, StoreError, Tally};
 
@@ -568,6 +568,43 @@ impl<S: Store + ?Sized> Sessions<'_, S> {
         t.add(metrics::UNJUDGED, &[("policy", policy)], 1);
         self.store.add_counts(&t)
     }
+}
+
+/// Keeps a person's verdict on a stored run ([`Feedback`]: a stop was mistaken, the run was
+/// stuck) with the session's state, replacing any earlier one, through the store's one
+/// atomic update (memory, SQLite and Redis alike). `Ok(false)` when the store holds no
+/// such session (never stored, reset, or ended: an ended session is forgotten with its
+/// state). Calibration reads it back from [`SessionState::feedback`].
+///
+/// ```
+/// use toolbrake_core::Feedback;
+/// use toolbrake_store::{MemoryStore, Store};
+/// let store = MemoryStore::new();
+/// assert!(!toolbrake_session::record_feedback(&store, "s1", Feedback::Mistaken)?);
+/// store.update("s1", &mut |_, _| {})?;
+/// assert!(toolbrake_session::record_feedback(&store, "s1", Feedback::Mistaken)?);
+/// assert_eq!(toolbrake_session::feedback(&store, "s1")?, Some(Feedback::Mistaken));
+/// # Ok::<(), toolbrake_store::StoreError>(())
+/// ```
+pub fn record_feedback<S: Store + ?Sized>(
+    store: &S,
+    session: &str,
+    feedback: Feedback,
+) -> Result<bool, StoreError> {
+    if store.get(session)?.is_none() {
+        return Ok(false);
+    }
+    toolbrake_store::update(store, session, |st| st.feedback = Some(feedback))?;
+    Ok(true)
+}
+
+/// The feedback kept with a stored session ([`record_feedback`]); `None` when there is none
+/// or the store holds no such session.
+pub fn feedback<S: Store + ?Sized>(
+    store: &S,
+    session: &str,
+) -> Result<Option<Feedback>, StoreError> {
+    Ok(store.get(session)?.and_then(|st| st.feedback))
 }
 
 /// Settled asks are worth telling only when there are some.

@@ -30,6 +30,7 @@ macro_rules! warn {
 mod artifacts;
 mod config;
 mod explain;
+mod feedback;
 mod hook;
 mod init;
 mod mcp;
@@ -189,6 +190,14 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Mark a stored run: a stop in it was mistaken (`--mistaken`), or it was stuck
+    /// (`--stuck`). Kept with the session; calibration reads it.
+    Feedback {
+        /// The session key, as `toolbrake sessions` lists it.
+        session: String,
+        #[command(flatten)]
+        verdict: feedback::Verdict,
     },
     /// Show how a call is identified: canonical JSON, hash, and every fingerprint.
     Explain {
@@ -368,6 +377,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             token,
             connections,
         } => ui::run(cli.config.as_deref(), listen, token, connections.limits()),
+        Command::Feedback { session, verdict } => {
+            feedback::run(cli.config.as_deref(), &session, &verdict)
+        }
         Command::Sessions { action, json } => match action {
             None => sessions::list(cli.config.as_deref(), json),
             Some(SessionsCommand::Reset { key }) => sessions::reset(cli.config.as_deref(), &key),

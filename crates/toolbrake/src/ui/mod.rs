@@ -285,6 +285,7 @@ pub fn session_json(info: &SessionInfo, with_log: bool) -> Value {
         "refusals": b.refusals,
         "stopped": st.stopped(),
         "gated": toolbrake_telemetry::counters::gated(st),
+        "feedback": st.feedback.map(toolbrake_core::Feedback::as_str),
     });
     if with_log {
         v["log"] = json!(st.log().collect::<Vec<_>>());
