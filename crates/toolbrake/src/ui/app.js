@@ -44,33 +44,30 @@ function segment(s) {
   return encodeURIComponent(s)
 }
 
-function sessionRow(s) {
-  const near = el('td')
-  for (const n of (s.near ?? []).slice(0, 3)) near.append(el('div', {}, bar(n.count, n.limit), ' ', el('code', {}, n.fingerprint)))
-  const failing = el('td')
-  for (const f of s.failure_streaks ?? []) failing.append(el('div', {}, `${f.kind} × ${f.count}`))
-  const row = el(
+function nearestGate(s) {
+  const n = (s.near ?? [])[0]
+  return n ? el('span', {}, bar(n.count, n.limit), ' ', el('code', {}, n.fingerprint)) : el('span', { class: 'muted' }, 'none near')
+}
+
+function workingRow(s) {
+  return el(
     'tr',
     s.gated ? { class: 'gated' } : {},
     el('td', {}, el('a', { href: `/sessions/${segment(s.key)}` }, el('code', {}, s.key))),
-    el('td', { class: 'muted' }, s.last_activity),
-    el('td', {}, s.streak?.count ?? 0),
-    near,
-    failing,
-    el('td', {}, (s.pending_asks ?? []).length),
-    el('td', {}, `${s.exemptions} / ${s.refusals}`),
+    el('td', { class: 'muted' }, s.ago),
+    el('td', {}, nearestGate(s)),
     el('td', {}, s.stopped),
-    el('td', {}, el('button', { 'data-reset': s.key }, 'Reset')),
   )
-  return row
 }
 
-async function refreshSessions() {
-  const data = await api('GET', '/api/sessions')
+async function refreshHome() {
+  const o = await api('GET', '/api/overview')
   const store = document.getElementById('store')
-  if (store) store.textContent = data.store
-  const body = document.querySelector('#sessions tbody')
-  const rows = data.sessions.length ? data.sessions.map(sessionRow) : [el('tr', {}, el('td', { colSpan: 9, class: 'muted' }, 'No sessions in the store yet.'))]
+  if (store) store.textContent = o.store
+  const summary = document.getElementById('summary')
+  if (summary && summary.textContent !== o.summary) summary.textContent = o.summary
+  const body = document.querySelector('#working tbody')
+  const rows = o.working.length ? o.working.map(workingRow) : [el('tr', {}, el('td', { colSpan: 4, class: 'muted' }, 'No session made a call in the last 15 minutes.'))]
   body.replaceChildren(...rows)
 }
 
@@ -94,16 +91,61 @@ async function refreshSession() {
   body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5, class: 'muted' }, 'No decisions recorded.'))]))
 }
 
+// Asks before changing anything, in the page's own dialog (keyboard-usable: it takes the
+// focus, Escape cancels, Enter on the focused button answers).
+function confirmWith(title, text, yes) {
+  const dialog = document.getElementById('confirm')
+  document.getElementById('confirm-title').textContent = title
+  document.getElementById('confirm-text').textContent = text
+  document.getElementById('confirm-yes').textContent = yes
+  dialog.returnValue = ''
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes'), { once: true })
+    dialog.showModal()
+  })
+}
+
+const FEEDBACK = {
+  mistaken: {
+    title: "It wasn't stuck?",
+    text: 'Calibration will count this run as a good one: its stops as mistaken.',
+    yes: "Yes, it wasn't stuck",
+    done: "You said it wasn't stuck: its stops count as mistaken when toolbrake is calibrated.",
+  },
+  stuck: {
+    title: 'It was stuck?',
+    text: 'Calibration will never count this run as a good one, stopped or not.',
+    yes: 'Yes, it was stuck',
+    done: 'You said it was stuck: it never counts as a good run when toolbrake is calibrated.',
+  },
+}
+
 document.addEventListener('click', async (ev) => {
-  const key = ev.target?.dataset?.reset
-  if (key === undefined) return
-  if (!confirm(`Reset session ${key}? Its counts, exemptions and refusals are forgotten.`)) return
-  try {
-    await api('DELETE', `/api/sessions/${segment(key)}`)
-    say(`Session ${key} was reset.`, true)
-    if (page === 'sessions') await refreshSessions()
-  } catch (e) {
-    say(e.message, false)
+  const target = ev.target instanceof Element ? ev.target.closest('button') : null
+  if (!target) return
+  const reset = target.dataset.reset
+  const feedback = target.dataset.feedback
+  if (reset !== undefined) {
+    if (!(await confirmWith('Reset this session?', `Session ${reset}: its counts, exemptions and refusals are forgotten.`, 'Reset'))) return
+    try {
+      await api('DELETE', `/api/sessions/${segment(reset)}`)
+      say(`Session ${reset} was reset.`, true)
+    } catch (e) {
+      say(e.message, false)
+    }
+  } else if (feedback !== undefined && FEEDBACK[feedback]) {
+    const f = FEEDBACK[feedback]
+    const key = target.dataset.key
+    if (!(await confirmWith(f.title, `Session ${key}. ${f.text}`, f.yes))) return
+    try {
+      await api('POST', `/api/sessions/${segment(key)}/feedback`, { feedback })
+      const shown = document.getElementById('feedback')
+      shown.textContent = f.done
+      shown.dataset.feedback = feedback
+      say('Saved.', true)
+    } catch (e) {
+      say(e.message, false)
+    }
   }
 })
 
@@ -145,10 +187,10 @@ if (form) {
 
 async function tick() {
   try {
-    if (page === 'sessions') await refreshSessions()
+    if (page === 'home') await refreshHome()
     if (page === 'session') await refreshSession()
   } catch (e) {
     say(`Live updates paused: ${e.message}`, false)
   }
 }
-if (page === 'sessions' || page === 'session') setInterval(tick, 2000)
+if (page === 'home' || page === 'session') setInterval(tick, 2000)

@@ -1,10 +1,14 @@
 //! `toolbrake ui`: a small local web app over the store the hooks and proxies use.
 //!
-//! Pages (server-rendered with maud, updated by a little vanilla JavaScript that polls the
-//! JSON API; no build step): the sessions, one session's recent decisions, and the
-//! settings form. The API: `GET /api/sessions`, `GET|DELETE /api/sessions/{key}`,
-//! `GET|PUT /api/config`, and `GET /metrics`: the store's counters for Prometheus
-//! (`toolbrake_telemetry::counters`), behind the same checks as every other route. Editing the configuration validates the whole file with the
+//! Pages (server-rendered with maud, charts as inline SVG, updated by a little vanilla
+//! JavaScript that polls the JSON API; no build step, nothing from the network): home (how
+//! things stand, the sessions working now, recent stops in words, charts of stops, calls
+//! saved and asks, the tools that loop most), one session (its calls as a picture, what it
+//! kept doing, its gates, reset and feedback), and the settings form. The API
+//! (docs/dashboard.md): `GET /api/overview`, `GET /api/sessions`, `GET|DELETE
+//! /api/sessions/{key}`, `POST /api/sessions/{key}/feedback`, `GET|PUT /api/config`, and
+//! `GET /metrics`: the store's counters for Prometheus (`toolbrake_telemetry::counters`),
+//! behind the same checks as every other route. Editing the configuration validates the whole file with the
 //! rules of `config check` and writes it atomically, comments and keys the form does not
 //! know kept (`toml_edit`); an invalid edit is refused with its key, value and rule, and
 //! the file is left untouched.
@@ -18,8 +22,13 @@
 //! and cap. Nothing shown holds an argument value: the store keeps only redacted
 //! previews.
 
+mod charts;
 mod config;
-mod pages;
+mod home;
+mod layout;
+mod session;
+mod settings_page;
+mod words;
 
 use axum::extract::{Path as UrlPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -62,14 +71,19 @@ type Shared = Arc<Ui>;
 pub fn router(ui: Ui) -> Router {
     let ui = Arc::new(ui);
     Router::new()
-        .route("/", get(pages::sessions_page))
-        .route("/sessions/{key}", get(pages::session_page))
-        .route("/settings", get(pages::settings_page))
-        .route("/assets/app.js", get(pages::script))
+        .route("/", get(home::home_page))
+        .route("/sessions/{key}", get(session::session_page))
+        .route("/settings", get(settings_page::settings_page))
+        .route("/assets/app.js", get(script))
+        .route("/api/overview", get(home::api_overview))
         .route("/api/sessions", get(api_sessions))
         .route(
             "/api/sessions/{key}",
             get(api_session).delete(api_reset_session),
+        )
+        .route(
+            "/api/sessions/{key}/feedback",
+            axum::routing::post(api_feedback),
         )
         .route("/api/config", get(api_config).put(api_put_config))
         .route("/metrics", get(metrics))
@@ -446,6 +460,57 @@ impl IntoResponse for EditError {
         }
         (status, Json(body)).into_response()
     }
+}
+
+/// Records a person's verdict on a session (`{"feedback": "mistaken" | "stuck"}`) with
+/// `toolbrake_session::record_feedback`: what calibration reads. Nothing is created for a
+/// session the store does not hold.
+async fn api_feedback(
+    State(ui): State<Shared>,
+    UrlPath(key): UrlPath<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"));
+    if !json_body {
+        return deny(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the feedback as application/json, e.g. {\"feedback\": \"stuck\"}",
+        );
+    }
+    let given = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["feedback"].as_str().map(str::to_string));
+    let Some(feedback) = given.as_deref().and_then(toolbrake_core::Feedback::parse) else {
+        return deny(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "feedback must be \"mistaken\" (it wasn't stuck) or \"stuck\" (it was), not {}",
+                given.map_or_else(|| "missing".to_string(), |g| format!("{g:?}"))
+            ),
+        );
+    };
+    let store = ui.store.clone();
+    let k = key.clone();
+    match blocking(move || toolbrake_session::record_feedback(store.as_ref(), &k, feedback)).await {
+        Ok(true) => Json(json!({"session": key, "feedback": feedback.as_str()})).into_response(),
+        Ok(false) => deny(
+            StatusCode::NOT_FOUND,
+            &format!("no session {key:?} in the store"),
+        ),
+        Err(r) => r,
+    }
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("app.js"),
+    )
+        .into_response()
 }
 
 /// An HTML response.
