@@ -1,4 +1,4 @@
-//! The JSON-lines event protocol (README, "The event protocol"): one job, turning a stream of events
+//! The JSON-lines event protocol (docs/protocol.md): one job, turning a stream of events
 //! into a stream of verdicts, for `toolbrake replay` and `toolbrake serve --stdio`.
 //!
 //! - [`event`]: parsing input events, with an error for every missing or mistyped field.
@@ -8,10 +8,12 @@
 //! - [`reader`]: input lines with a bound on their length.
 //! - [`import`]: recorded runs (trajectories, Claude Code, Codex) turned into events.
 //! - [`report`]: the replay report (text and HTML).
+//! - [`calibrate`]: split-conformal calibration of a stop line, in exact arithmetic.
 //! - [`tune`]: one history replayed under many settings, judged by the report, the
 //!   frontier and the recommendation (`toolbrake tune`).
 #![deny(missing_docs)]
 
+pub mod calibrate;
 pub mod event;
 /// The importers of recorded runs (the `toolbrake-import` crate).
 pub use toolbrake_import as import;

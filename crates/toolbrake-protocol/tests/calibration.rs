@@ -1,0 +1,133 @@
+//! The split-conformal promise on simulated exchangeable runs: a setting calibrated on n
+//! good runs harms a new good run with probability at most α (over many draws of the
+//! calibration runs), and the same procedure with the rank one too low breaks it.
+
+use proptest::prelude::*;
+use toolbrake_protocol::calibrate::{line, line_at_rank, rank, rung_score, Share};
+
+/// A small deterministic generator (xorshift64*): each case's runs follow from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One simulated good run on a ladder of `rungs` settings (strictest first): harmful
+/// stops at every rung below its fragility, and now and then one more at a looser rung
+/// (real runs are not monotone: a looser gate can stop a later call). Every run is drawn
+/// from the same distribution: exchangeable.
+fn run(rng: &mut Rng, rungs: usize, skew: u32, noise: u64) -> Vec<u64> {
+    let mut u = rng.below(rungs as u64 + 1);
+    for _ in 0..skew {
+        u = u.min(rng.below(rungs as u64 + 1));
+    }
+    let mut harmful: Vec<u64> = (0..rungs).map(|j| u64::from((j as u64) < u)).collect();
+    if noise > 0 && rng.below(noise) == 0 && rungs > 0 {
+        let j = rng.below(rungs as u64) as usize;
+        harmful[j] += 1;
+    }
+    harmful
+}
+
+/// Over `draws` draws of n calibration runs and one new run: the share of draws in
+/// which the new run is harmed at the rung the calibration chose (with the rank given).
+fn harmed_share(
+    seed: u64,
+    n: usize,
+    alpha: Share,
+    rungs: usize,
+    skew: u32,
+    noise: u64,
+    draws: u32,
+    rank_of: &dyn Fn(u64, Share) -> Option<u64>,
+) -> f64 {
+    let mut rng = Rng(seed | 1);
+    let mut harmed = 0u32;
+    for _ in 0..draws {
+        let scores: Vec<usize> = (0..n)
+            .map(|_| rung_score(run(&mut rng, rungs, skew, noise).into_iter()))
+            .collect();
+        let chosen = line_at_rank(&scores, alpha, rank_of).unwrap().value;
+        let new = run(&mut rng, rungs, skew, noise);
+        // The loosest rung's index is `rungs`: past the ladder, no setting, no harm.
+        harmed += u32::from(chosen < rungs && new[chosen] > 0);
+    }
+    f64::from(harmed) / f64::from(draws)
+}
+
+/// Four standard errors of a share near `p` over `draws` draws: the Monte Carlo slack.
+fn slack(p: f64, draws: u32) -> f64 {
+    4.0 * (p * (1.0 - p) / f64::from(draws)).sqrt()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Whatever the ladder, the skew of the runs and the noise, the promise holds.
+    #[test]
+    fn a_calibrated_setting_harms_at_most_alpha_of_good_runs(
+        seed in any::<u64>(),
+        alpha_den in prop::sample::select(vec![10u64, 20, 40]),
+        extra in 0usize..40,
+        rungs in 1usize..12,
+        skew in 0u32..4,
+        noise in prop::sample::select(vec![0u64, 3, 10]),
+    ) {
+        let alpha = Share::new(1, alpha_den).unwrap();
+        let n = (alpha_den as usize - 1) + extra;
+        let draws = 3000;
+        let share = harmed_share(seed, n, alpha, rungs, skew, noise, draws, &rank);
+        let a = 1.0 / alpha_den as f64;
+        prop_assert!(share <= a + slack(a, draws), "harmed {share} > α {a} (n {n})");
+    }
+
+    /// With continuous scores and (n+1)α whole, the promise is tight: the rank computed
+    /// one too low harms α + 1/(n+1) of new good runs, above α. (A run's score here is its
+    /// fragility itself: harmed at every setting stricter than it.)
+    #[test]
+    fn the_rank_one_too_low_breaks_the_promise(
+        seed in any::<u64>(),
+        n in prop::sample::select(vec![19usize, 39, 59]),
+    ) {
+        let alpha = Share::new(1, 20).unwrap();
+        let draws = 10_000u32;
+        let mut rng = Rng(seed | 1);
+        let low = |n: u64, a: Share| rank(n, a).map(|k| k - 1);
+        let (mut harmed_low, mut harmed_right) = (0u32, 0u32);
+        for _ in 0..draws {
+            let scores: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+            let new = rng.next();
+            harmed_low += u32::from(new > line_at_rank(&scores, alpha, low).unwrap().value);
+            harmed_right += u32::from(new > line(&scores, alpha).unwrap().value);
+        }
+        let (low_share, right_share) = (
+            f64::from(harmed_low) / f64::from(draws),
+            f64::from(harmed_right) / f64::from(draws),
+        );
+        let expected = 0.05 + 1.0 / (n as f64 + 1.0);
+        prop_assert!(low_share > 0.05 + slack(expected, draws) / 2.0,
+            "one too low harmed only {low_share} (n {n}), expected about {expected}");
+        prop_assert!(right_share <= 0.05 + slack(0.05, draws), "{right_share}");
+    }
+}
+
+#[test]
+fn too_few_good_runs_promise_nothing() {
+    let alpha = Share::parse("5%").unwrap();
+    let e = line(&[1u32; 18], alpha).unwrap_err();
+    assert_eq!((e.have, e.need), (18, 19));
+    assert_eq!(
+        e.to_string(),
+        "18 good runs to calibrate on; the promise needs at least 19 (1 more)"
+    );
+    assert!(line(&[1u32; 19], alpha).is_ok());
+}
