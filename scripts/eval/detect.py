@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Detection figures of toolbrake on a corpus of recorded runs (README, "Measuring detection").
+"""Detection figures of toolbrake on a corpus of recorded runs (EVALUATION.md; docs/how-it-decides.md, "Measured on the bundled corpus").
 
 A corpus is a folder (or two files) in the trajectory format:
   calls.jsonl[.gz]  one tool call a line, in session order:

@@ -1,4 +1,4 @@
-//! Input events of the protocol (README, "The event protocol"), parsed with an error message for every
+//! Input events of the protocol (docs/protocol.md), parsed with an error message for every
 //! missing or mistyped field. Unknown fields are ignored (forward compatibility); error
 //! messages never quote argument values.
 

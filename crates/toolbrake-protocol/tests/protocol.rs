@@ -1,4 +1,4 @@
-//! The protocol, line by line, as the README's "The event protocol" specifies it.
+//! The protocol, line by line, as docs/protocol.md specifies it.
 
 use serde_json::{json, Value};
 use std::sync::Arc;

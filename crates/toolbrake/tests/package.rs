@@ -39,12 +39,14 @@ fn the_debian_package_installs_and_runs_the_quick_start() {
     let out = root.join("target/package");
     run(Command::new(root.join("scripts/package")).current_dir(&root));
 
-    // The tarball: binary, README, LICENSE, completions, man page.
+    // The tarball: binary, README and the pages it links to, LICENSE, completions, man page.
     let tarball = one(&out, ".tar.gz");
     let listing = run(Command::new("tar").arg("-tzf").arg(&tarball));
     for f in [
         "/toolbrake",
         "/README.md",
+        "/docs/configuration.md",
+        "/docs/dashboard.png",
         "/LICENSE",
         "/completions/toolbrake.bash",
         "/completions/_toolbrake",

@@ -30,11 +30,11 @@ const ALLOWED: &[(&str, &[&str], &[&str])] = &[
     // the Node package and the pages that show it, never in the Python package.
     (
         "LoopBrake",
-        &["bindings/node/", "README.md"],
+        &["bindings/node/", "docs/node.md"],
         &["", "Error", "Options", "Config"],
     ),
     // The Node package's root re-export of the `loop-brake` subpath.
-    ("loopBrake", &["bindings/node/", "README.md"], &[""]),
+    ("loopBrake", &["bindings/node/", "docs/node.md"], &[""]),
     // The former name itself, in the one module that lets `init` clean up after it.
     (FORMER, &["crates/toolbrake-hooks/src/former.rs"], &[""]),
 ];

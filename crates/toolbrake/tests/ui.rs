@@ -220,7 +220,7 @@ async fn every_endpoint_answers_and_sessions_appear_redacted() {
             && settings_page.contains("value=\"4\""),
         "{settings_page}"
     );
-    // Every limit the README documents for these tables is in the form.
+    // Every limit docs/configuration.md documents for these tables is in the form.
     for key in [
         "streak.progress_limit",
         "breaker.unchanged_limit",
