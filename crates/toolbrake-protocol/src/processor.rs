@@ -155,6 +155,9 @@ pub enum Record {
         /// The normalised digest of the reported outcome, for reports that tell waste from
         /// new information; only with [`Processor::with_call_digests`].
         output: Option<OutputDigest>,
+        /// Bytes of the output text the call returned (0 when none was reported): what a
+        /// stopped call would have added to the run (the report's "output bytes saved").
+        output_bytes: u64,
         /// Asks settled before it.
         settled: Vec<Settled>,
     },
@@ -657,6 +660,7 @@ impl Processor {
                     Some(d) if self.call_digests => crate::report::recorded_output_of(outcome, d),
                     _ => None,
                 },
+                output_bytes: outcome.text.as_ref().map_or(0, |t| t.len() as u64),
                 settled: post.settled,
             },
         }

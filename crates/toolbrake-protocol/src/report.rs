@@ -102,6 +102,8 @@ pub struct SessionReport {
     pub waste: u32,
     /// Stopped calls whose recorded output was new.
     pub new_information: u32,
+    /// Bytes of the recorded outputs of the calls stopped.
+    pub bytes_saved: u64,
     /// The timeline.
     pub marks: Vec<Mark>,
     repeats: Map<[u8; 32], u32>,
@@ -115,7 +117,7 @@ pub struct SessionReport {
 impl SessionReport {
     /// Judges a stopped call by its recorded output, and remembers the output as the last
     /// one of its identity (the recorded run did run it).
-    fn judge(&mut self, id: &str, output: Option<OutputDigest>) {
+    fn judge(&mut self, id: &str, output: Option<OutputDigest>, bytes: u64) {
         let Some(digest) = self.digests.remove(id) else {
             return;
         };
@@ -125,6 +127,7 @@ impl SessionReport {
         if !matches!(mark.verdict, Verdict::Ask | Verdict::Deny) {
             return;
         }
+        self.bytes_saved += bytes;
         let judged = match judge_stopped(output, previous.flatten()) {
             None => Judged::Unknown,
             Some(Stopped::Waste) => Judged::Waste,
@@ -172,6 +175,18 @@ pub struct Totals {
     pub waste: u64,
     /// Stopped calls whose recorded output was new (false alarms on this history).
     pub new_information: u64,
+    /// Bytes of the recorded outputs of the calls stopped: what the runs would not have
+    /// produced (the closest measure of tokens a recorded history holds).
+    pub bytes_saved: u64,
+}
+
+/// `n / of` as a percentage with one decimal (`3.4%`; `0%` of nothing), in integers.
+pub fn share_text(n: u64, of: u64) -> String {
+    if of == 0 {
+        return "0%".into();
+    }
+    let tenths = (u128::from(n) * 1000 + u128::from(of) / 2) / u128::from(of);
+    format!("{}.{}%", tenths / 10, tenths % 10)
 }
 
 /// `1 call`, `2 calls`.
@@ -192,6 +207,18 @@ impl Totals {
             count(self.stopped, "call", "calls"),
             count(self.gated, "session", "sessions"),
             count(self.saved, "call", "calls"),
+        )
+    }
+
+    /// What the stops saved: the calls stopped as a share of all calls, and the bytes of
+    /// their recorded outputs.
+    pub fn saved_line(&self) -> String {
+        format!(
+            "Saved: {} of {} ({}), with {} of recorded output (output bytes saved, the closest measure of tokens).",
+            count(self.stopped, "call", "calls"),
+            count(self.calls, "call", "calls"),
+            share_text(self.stopped, self.calls),
+            count(self.bytes_saved, "byte", "bytes"),
         )
     }
 
@@ -345,11 +372,12 @@ impl Report {
                 settled,
                 id,
                 output,
+                output_bytes,
                 failure,
             } => {
                 self.settle(session, settled);
                 let s = self.session(session);
-                s.judge(id, *output);
+                s.judge(id, *output, *output_bytes);
                 if let Some(&i) = s.ids.get(id) {
                     s.marks[i].failure = Some(failure.as_ref().map(|f| f.to_string()));
                 }
@@ -390,6 +418,7 @@ impl Report {
             t.saved += s.saved() as u64;
             t.waste += s.waste as u64;
             t.new_information += s.new_information as u64;
+            t.bytes_saved += s.bytes_saved;
         }
         t
     }
@@ -409,6 +438,7 @@ impl Report {
         let _ = writeln!(o, "{}", t.summary());
         if t.stopped > 0 {
             let _ = writeln!(o, "{}", t.waste_line());
+            let _ = writeln!(o, "{}", t.saved_line());
         }
         if self.errors > 0 {
             let _ = writeln!(o, "{} input lines were in error", self.errors);
@@ -499,6 +529,7 @@ impl Report {
                     p id="totals" { (t.summary()) "." }
                     @if t.stopped > 0 {
                         p id="waste" { (t.waste_line()) }
+                        p id="saved" { (t.saved_line()) }
                     }
                     div class="legend" {
                         @for v in [Verdict::Allow, Verdict::Advise, Verdict::Ask, Verdict::Deny] {

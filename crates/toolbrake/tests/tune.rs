@@ -68,8 +68,9 @@ fn tune_json(args: &[&str], input: &str) -> Value {
 }
 
 /// The default sweep on the bundled runs: about 30 settings, the base first; the frontier
-/// is exactly the settings no other beats on both counts; the recommendation has no
-/// harmful stop, stops the most waste of those that have none, and is printed as TOML.
+/// is exactly the settings no other beats on both counts; the recommendation keeps its
+/// harmful stops within the default budget (1 stop in 50), stops the most waste of those
+/// that do, and is printed as TOML.
 #[test]
 fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_harmless_setting() {
     let out = output_with_deadline(
@@ -102,19 +103,17 @@ fn the_default_sweep_on_the_bundled_runs_marks_the_frontier_and_recommends_a_har
     let rec: Vec<&Value> = rows.iter().filter(|r| r["recommended"] == true).collect();
     assert_eq!(rec.len(), 1);
     let rec = rec[0];
-    assert_eq!(fig(rec, "harmful"), 0);
-    assert_eq!(rec["frontier"], true);
+    let within = |r: &Value| fig(r, "harmful") * 50 <= fig(r, "stopped");
+    assert!(within(rec), "{rec}");
+    assert_eq!(v["max_harmful"], "2%");
     let best = rows
         .iter()
-        .filter(|r| fig(r, "harmful") == 0)
+        .filter(|r| within(r))
         .map(|r| fig(r, "waste"))
         .max()
         .unwrap();
     assert_eq!(fig(rec, "waste"), best);
-    assert!(
-        best > fig(&rows[0], "waste"),
-        "the sweep finds more waste to stop"
-    );
+    assert!(best > 0, "the recommendation stops waste");
     let toml = v["recommended"]["toml"].as_str().unwrap();
     assert!(toml.starts_with('['), "{toml}");
 }
@@ -212,7 +211,7 @@ fn a_grid_of_the_users_is_judged_and_the_recommendation_is_printed_as_toml() {
     let text = stdout(&out);
     assert!(
         text.contains(
-            "Recommended: #2 streak.max_repeats=2: 1 waste calls stopped, 0 harmful stops"
+            "Recommended: #2 streak.max_repeats=2: 1 waste calls stopped, 0 harmful of 1 stops; saved 33.3% of calls, 5 bytes of output"
         ),
         "{text}"
     );

@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolbrake::settings;
+use toolbrake_protocol::calibrate::Share;
 use toolbrake_protocol::import;
 use toolbrake_protocol::tune::{self, Corpus, ReadError};
 
@@ -36,6 +37,31 @@ pub struct Args {
     /// Print the figures as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The harmful-stop budget of the recommendation: the largest share of a setting's
+    /// stops that may be harmful (0.02, 2% or 1/50; 0 for none).
+    #[arg(long, value_name = "SHARE", default_value = "1/50")]
+    pub max_harmful: String,
+    /// Calibrate on this history instead: the strictest setting that harms at most
+    /// `--alpha` of good runs, by the split-conformal bound (a promise, with its conditions).
+    #[arg(long, conflicts_with_all = ["sweep", "html"])]
+    pub calibrate: bool,
+    /// The share of good runs the promise allows to be harmed (with --calibrate).
+    #[arg(
+        long,
+        value_name = "SHARE",
+        default_value = "0.05",
+        requires = "calibrate"
+    )]
+    pub alpha: String,
+    /// Also calibrate the run-level stop line (`[budget]`: a run's calls plus the calls
+    /// stopped), α split in halves between it and the setting (with --calibrate).
+    #[arg(long, requires = "calibrate")]
+    pub budget: bool,
+    /// Which runs were resolved: one JSON object a line, `{"session", "resolved"}` (the
+    /// trajectory format's labels.jsonl); runs without a label are good when they ended
+    /// without a stop (with --calibrate).
+    #[arg(long, value_name = "FILE", requires = "calibrate")]
+    pub labels: Option<PathBuf>,
     /// Input files (gzip is read directly); `-` or none reads stdin.
     pub files: Vec<PathBuf>,
 }
@@ -52,8 +78,27 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let from = args.from.as_deref();
     check_format(from)?;
+    let max_harmful = parse_max_harmful(&args.max_harmful)?;
+    let alpha = if args.calibrate {
+        Some(Share::parse(&args.alpha).map_err(|e| format!("--alpha: {e}"))?)
+    } else {
+        None
+    };
+    let mut labels = tune::calibration::RunLabels::default();
+    if let Some(path) = &args.labels {
+        let file = std::fs::File::open(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        labels
+            .read_labels(io::BufReader::new(file))
+            .map_err(|e| format!("{}, {e}", path.display()))?;
+    }
     // The settings first: a typo in --sweep is reported before a long read.
-    let settings = if args.sweep.is_empty() {
+    let mut base_at = 0;
+    let settings = if args.calibrate {
+        let (ladder, at) = tune::calibration_ladder(&s.engine);
+        base_at = at;
+        ladder
+    } else if args.sweep.is_empty() {
         tune::default_sweep(&s.engine)
     } else {
         let grid = args
@@ -104,11 +149,33 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
     );
-    let mut tuning = tune::measure(&corpus, settings, jobs);
+    let mut tuning = tune::measure(&corpus, settings, jobs, max_harmful);
     tuning.base_source = s.source.to_string();
     if let (Some(message), Some(i)) = (&tuning.base_error, tuning.figures[0].first_error()) {
         let (source, line) = corpus.origin(i);
         return Err(format!("{source}, line {line}: {message}").into());
+    }
+    if let Some(alpha) = alpha {
+        read_feedback(&s, &mut labels);
+        let promise = tune::calibration::calibrate(&tuning, base_at, &labels, alpha, args.budget)?;
+        if args.json {
+            outln!("{}", promise.json(&tuning));
+        } else {
+            out!("{}", promise.text(&tuning));
+            if skipped.total() > 0 {
+                outln!("\nSkipped input: {skipped}");
+            }
+        }
+        if let Some(path) = &args.write {
+            toolbrake::ui::apply_edit(path, &promise.edit(&tuning))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            warn!(
+                "toolbrake: merged the calibrated setting into {}",
+                path.display()
+            );
+        }
+        io::stdout().flush()?;
+        return Ok(ExitCode::SUCCESS);
     }
     if args.json {
         outln!("{}", tuning.json());
@@ -127,7 +194,7 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
         match tuning.recommended {
             None => {
                 return Err(format!(
-                    "no setting stops waste without a harmful stop: nothing was written to {}",
+                    "no setting was judged: nothing was written to {}",
                     path.display()
                 )
                 .into())
@@ -157,4 +224,46 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     }
     io::stdout().flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--max-harmful`: a share in [0, 1) (0 allows no harmful stop).
+fn parse_max_harmful(text: &str) -> Result<Share, String> {
+    let zero = text
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .chars()
+        .all(|c| c == '0' || c == '.');
+    if zero && !text.trim().is_empty() && text.trim() != "." {
+        return Ok(Share::at_most(0, 1).expect("0 is a share"));
+    }
+    Share::parse(text).map_err(|e| format!("--max-harmful: {e}"))
+}
+
+/// The marks people left on stored runs (`toolbrake feedback`), by session key, added to
+/// `labels` (a labels file's own mark wins). Read from the configured store when it is one
+/// that outlives a process (an existing SQLite file, Redis); a store that cannot be read
+/// leaves a warning and no marks.
+fn read_feedback(s: &settings::Settings, labels: &mut tune::calibration::RunLabels) {
+    use toolbrake::settings::{process_env, StoreKind};
+    let kind = s.store.kind.unwrap_or(StoreKind::Sqlite);
+    if kind == StoreKind::Memory
+        || (kind == StoreKind::Sqlite && !s.store.sqlite_path(&process_env).exists())
+    {
+        return;
+    }
+    let listed = s
+        .store
+        .open(StoreKind::Sqlite, &process_env)
+        .and_then(|store| store.list());
+    match listed {
+        Ok(sessions) => {
+            for info in sessions {
+                if let Some(f) = info.state.feedback {
+                    labels.feedback.entry(info.key).or_insert(f);
+                }
+            }
+        }
+        Err(e) => warn!("toolbrake: marks from `toolbrake feedback` not read: {e}"),
+    }
 }

@@ -1,0 +1,415 @@
+//! `toolbrake tune`: one recorded history replayed under many settings, each judged by
+//! the replay report's own judge (waste stopped, harmful stops), the Pareto frontier, and
+//! the recommendation.
+//!
+//! The input is read and parsed once into a [`Corpus`] (events in memory, in order); each
+//! [`Setting`] is the user's starting configuration (the *base*) with some keys changed;
+//! [`measure`] replays the corpus under every setting side by side on several threads,
+//! each with a fresh [`Processor`] over its own [`MemoryStore`], and feeds every handled
+//! event to a [`Report`], whose totals are the figures. So the base's figures are, by
+//! construction, what `toolbrake replay --report` says of the same input.
+//!
+//! A *waste* stop is a stopped call whose recorded output repeated the last identical
+//! call's; a *harmful* stop is one whose recorded output was new (the report's "new
+//! information"). Neither needs labels, but both need recorded outputs.
+
+use crate::calibrate::Share;
+use crate::event::{self, Event};
+use crate::import::Importer;
+use crate::processor::{parse_event, Processor, Record};
+use crate::report::{recorded_output_of, Report};
+use crate::Input;
+use serde_json::Value;
+use std::io::{self, BufRead};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use toolbrake_core::canonical::call_digest;
+use toolbrake_core::config::Config;
+use toolbrake_core::engine::Prepared;
+use toolbrake_core::progress::{Digested, OutputDigest};
+use toolbrake_core::{Call, Engine};
+use toolbrake_store::MemoryStore;
+
+pub mod calibration;
+mod recommend;
+mod render;
+mod sweep;
+
+pub use recommend::DEFAULT_MAX_HARMFUL;
+pub use sweep::{
+    calibration_ladder, default_keys, default_sweep, grid_sweep, parse_sweep_arg, Setting,
+    MAX_SETTINGS,
+};
+
+/// The recorded history, parsed once: every event in input order, with where it came from.
+#[derive(Debug, Default)]
+pub struct Corpus {
+    /// (line number in its source, event).
+    events: Vec<(u64, Event)>,
+    /// What the report needs of each event and no setting changes, computed once: a
+    /// call's identity digest, a result's recorded output.
+    digests: Vec<Digests>,
+    /// (index of the source's first event, the source's name), in order.
+    sources: Vec<(usize, String)>,
+    calls: u64,
+    outputs: u64,
+}
+
+/// The report's inputs of one event that do not depend on the setting, and a result's
+/// output digest, which the engines make of it under every setting alike.
+#[derive(Debug, Clone, Copy)]
+enum Digests {
+    Call(Option<[u8; 32]>),
+    Result(Option<OutputDigest>, Digested),
+    None,
+}
+
+/// Why an input could not be read into a [`Corpus`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// A line is not an event: the message `toolbrake replay` answers it with.
+    #[error("line {line}: {message}")]
+    Line {
+        /// The line's number (1-based).
+        line: u64,
+        /// What is wrong with it (positions and field names, never content).
+        message: String,
+    },
+}
+
+impl Corpus {
+    /// Reads one input (protocol lines, or with `importer` a recorded run) to its end and
+    /// appends its events. A line that is not a valid event stops the reading with the
+    /// error `toolbrake replay` would have answered it with.
+    pub fn read(
+        &mut self,
+        source: &str,
+        input: impl BufRead,
+        importer: Option<&mut (dyn Importer + '_)>,
+        max_line: usize,
+    ) -> Result<(), ReadError> {
+        self.sources.push((self.events.len(), source.to_string()));
+        let mut bad: Option<(u64, String)> = None;
+        let stop = || io::Error::other("stopped at a bad line");
+        let read = crate::read_input(input, importer, max_line, &mut |item| {
+            let (line, parsed) = match item {
+                Input::Line(no, bytes) => (no, parse_event(bytes)),
+                Input::TooLong(no, message) => (no, Err(message)),
+                Input::Event(no, value, _) => (no, event::parse_owned(value)),
+            };
+            match parsed {
+                Ok(ev) => {
+                    let digests = match &ev {
+                        Event::Call { tool, args, .. } => {
+                            self.calls += 1;
+                            Digests::Call(call_digest(tool, args).ok())
+                        }
+                        Event::Result { outcome, .. } => {
+                            let digested = Digested::of(outcome);
+                            let output = recorded_output_of(outcome, digested);
+                            self.outputs += u64::from(output.is_some());
+                            Digests::Result(output, digested)
+                        }
+                        _ => Digests::None,
+                    };
+                    self.events.push((line, ev));
+                    self.digests.push(digests);
+                    Ok(())
+                }
+                Err(message) => {
+                    bad = Some((line, message));
+                    Err(stop())
+                }
+            }
+        });
+        match (bad, read) {
+            (Some((line, message)), _) => Err(ReadError::Line { line, message }),
+            (None, Err(e)) => Err(ReadError::Io(e)),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+
+    /// Events read.
+    pub fn events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Tool calls among them.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Results that recorded what the call returned (an output or an outcome field).
+    pub fn recorded_outputs(&self) -> u64 {
+        self.outputs
+    }
+
+    /// The source and line the `i`-th event came from.
+    pub fn origin(&self, i: usize) -> (&str, u64) {
+        let source = self
+            .sources
+            .iter()
+            .rev()
+            .find(|(first, _)| *first <= i)
+            .map_or("", |(_, name)| name.as_str());
+        (source, self.events.get(i).map_or(0, |(line, _)| *line))
+    }
+}
+
+/// What one setting did to the corpus.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Stopped calls whose recorded output repeated the last identical call's.
+    pub waste: u64,
+    /// Stopped calls whose recorded output was new: the run lost information.
+    pub harmful: u64,
+    /// Calls stopped (denied, or asked about and not approved).
+    pub stopped: u64,
+    /// Sessions with at least one stopped call (asked about or denied).
+    pub sessions_stopped: u64,
+    /// Sessions.
+    pub sessions: u64,
+    /// Events in error (an id no call opened, say).
+    pub errors: u64,
+    /// Calls judged.
+    pub calls: u64,
+    /// Bytes of the recorded outputs of the calls stopped: output the run would not have
+    /// produced (the closest measure of tokens a history holds).
+    pub bytes_saved: u64,
+    first_error: Option<usize>,
+}
+
+/// What one setting did to one run (a session with its sub-agents), for calibration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunFigures {
+    /// Calls judged in the run.
+    pub calls: u32,
+    /// Calls stopped.
+    pub stopped: u32,
+    /// Harmful stops (the recorded output was new).
+    pub harmful: u32,
+}
+
+impl Figures {
+    /// The index of the first event in error (see [`Corpus::origin`]).
+    pub fn first_error(&self) -> Option<usize> {
+        self.first_error
+    }
+}
+
+/// Every call of the corpus as `engine` prepares it ([`Engine::prepare`]; `None` for other
+/// events, and for a call it cannot prepare, which the processor then answers itself).
+fn prepare(corpus: &Corpus, engine: &Engine) -> Vec<Option<Prepared>> {
+    corpus
+        .events
+        .iter()
+        .map(|(_, ev)| {
+            let Event::Call {
+                session,
+                id,
+                tool,
+                args,
+                agent,
+                ..
+            } = ev
+            else {
+                return None;
+            };
+            let key = toolbrake_session::key(session, agent.as_deref());
+            let call = Call {
+                session: &key,
+                id,
+                tool,
+                args,
+            };
+            engine.prepare(&call).ok()
+        })
+        .collect()
+}
+
+/// Replays the corpus under one configuration: the figures of one setting. `prepared`:
+/// the corpus's calls as prepared by an engine this setting's [`Engine::derives_like`],
+/// made once for every such setting.
+fn judge(
+    corpus: &Corpus,
+    config: &Config,
+    prepared: Option<&[Option<Prepared>]>,
+) -> (Figures, Vec<(String, RunFigures)>, Option<String>) {
+    // The digests the report needs come from the corpus (computed once, not per setting),
+    // and no call's preview is shown: the processor computes neither, nor the output lines
+    // of events in no error.
+    let mut p = Processor::new(Engine::new(config.clone()), Arc::new(MemoryStore::new()))
+        .with_counters(false)
+        .with_lines(false);
+    let mut report = Report::default();
+    let mut first_error = None;
+    for (i, ((line, ev), digests)) in corpus.events.iter().zip(&corpus.digests).enumerate() {
+        let digested = match digests {
+            Digests::Result(_, d) => Some(*d),
+            _ => None,
+        };
+        let mut h = match prepared.and_then(|all| all[i].as_ref()) {
+            Some(call) => p.handle_prepared(ev, *line, call),
+            None => p.handle_digested(ev, *line, digested),
+        };
+        match (&mut h.record, digests) {
+            (Record::Call { digest, .. }, Digests::Call(d)) => *digest = *d,
+            (Record::Result { output, .. }, Digests::Result(o, _)) => *output = *o,
+            _ => {}
+        }
+        if h.is_error && first_error.is_none() {
+            let message = serde_json::from_str::<Value>(&h.line)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            first_error = Some((i, message));
+        }
+        report.add(&h.record);
+    }
+    let t = report.totals();
+    (
+        Figures {
+            waste: t.waste,
+            harmful: t.new_information,
+            stopped: t.stopped,
+            sessions_stopped: t.gated,
+            sessions: t.sessions,
+            errors: report.errors,
+            calls: t.calls,
+            bytes_saved: t.bytes_saved,
+            first_error: first_error.as_ref().map(|(i, _)| *i),
+        },
+        runs_of(&report),
+        first_error.map(|(_, m)| m),
+    )
+}
+
+/// The report's sessions as runs: a sub-agent's session counted in its parent's run, in
+/// order of first appearance.
+fn runs_of(report: &Report) -> Vec<(String, RunFigures)> {
+    let mut runs: Vec<(String, RunFigures)> = Vec::new();
+    let mut index: crate::report::Map<&str, usize> = crate::report::Map::default();
+    for s in &report.sessions {
+        let name = s
+            .name
+            .split_once(toolbrake_core::engine::AGENT_SEPARATOR)
+            .map_or(s.name.as_str(), |(run, _)| run);
+        let i = *index.entry(name).or_insert_with(|| {
+            runs.push((name.to_string(), RunFigures::default()));
+            runs.len() - 1
+        });
+        let r = &mut runs[i].1;
+        r.calls += s.calls;
+        r.stopped += s.denials;
+        r.harmful += s.new_information;
+    }
+    runs
+}
+
+/// The sweep's result: every setting with its figures, the frontier and the recommendation.
+#[derive(Debug)]
+pub struct Tuning {
+    /// The settings, the base first.
+    pub settings: Vec<Setting>,
+    /// Their figures, in the same order.
+    pub figures: Vec<Figures>,
+    /// Whether each is on the frontier: no other setting stops more waste with no more
+    /// harmful stops, or as much waste with fewer.
+    pub frontier: Vec<bool>,
+    /// The setting that stops the most waste with harmful stops within
+    /// [`Tuning::max_harmful`] of its stops (ties: the nearest to the base); when none is
+    /// within it, the one with the smallest share of harmful stops. `None` only for no
+    /// settings.
+    pub recommended: Option<usize>,
+    /// The harmful-stop budget of the recommendation: the largest share of a setting's
+    /// stops that may be harmful.
+    pub max_harmful: Share,
+    /// Each setting's figures per run, in the same order as [`Tuning::run_names`].
+    pub runs: Vec<Vec<RunFigures>>,
+    /// The runs' names (session keys), in order of first appearance.
+    pub run_names: Vec<String>,
+    /// The message of the first line in error under the base, when one was.
+    pub base_error: Option<String>,
+    /// Events and calls judged.
+    pub events: usize,
+    /// Calls judged.
+    pub calls: u64,
+    /// Where the base came from (a file, or the built-in defaults), for the headings.
+    pub base_source: String,
+}
+
+/// Replays `corpus` under every setting, `jobs` settings at a time (each on its own
+/// thread, processor and store), and finds the frontier and the recommendation within the
+/// harmful-stop budget `max_harmful`.
+pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize, max_harmful: Share) -> Tuning {
+    // The calls prepared once, by the base's engine, for every setting that prepares them
+    // alike (the default sweep changes only gates, window and stages: all of them).
+    let base = settings.first().map(|s| Engine::new(s.config.clone()));
+    let alike: Vec<bool> = settings
+        .iter()
+        .map(|s| {
+            base.as_ref()
+                .is_some_and(|b| b.derives_like(&Engine::new(s.config.clone())))
+        })
+        .collect();
+    let prepared = base
+        .as_ref()
+        .filter(|_| alike.iter().filter(|a| **a).count() > 1)
+        .map(|b| prepare(corpus, b));
+    let next = AtomicUsize::new(0);
+    let threads = jobs.clamp(1, settings.len().max(1));
+    let mut judged: Vec<Judged> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(s) = settings.get(i) else { break };
+                        let calls = prepared.as_deref().filter(|_| alike[i]);
+                        let (f, runs, e) = judge(corpus, &s.config, calls);
+                        mine.push((i, f, runs, e));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    judged.sort_by_key(|(i, _, _, _)| *i);
+    let base_error = judged.first().and_then(|(_, _, _, e)| e.clone());
+    let run_names: Vec<String> = judged
+        .first()
+        .map(|(_, _, runs, _)| runs.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    let mut figures = Vec::with_capacity(judged.len());
+    let mut runs = Vec::with_capacity(judged.len());
+    for (_, f, r, _) in judged {
+        figures.push(f);
+        runs.push(r.into_iter().map(|(_, r)| r).collect());
+    }
+    let frontier = recommend::frontier(&figures);
+    let recommended = recommend::recommend(&figures, &settings, max_harmful);
+    Tuning {
+        settings,
+        figures,
+        frontier,
+        recommended,
+        max_harmful,
+        runs,
+        run_names,
+        base_error,
+        events: corpus.events(),
+        calls: corpus.calls(),
+        base_source: String::new(),
+    }
+}
+
+/// One setting judged: its index, figures, runs and first error.
+type Judged = (usize, Figures, Vec<(String, RunFigures)>, Option<String>);

@@ -1,0 +1,186 @@
+//! `toolbrake tune --calibrate`, driven as a user drives it: the real binary on the
+//! bundled recorded runs with their labels, and on small histories written here, with
+//! marks left by `toolbrake feedback` in a real SQLite store.
+
+mod support;
+use support::*;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The binary with its store in `dir` (a SQLite file there).
+fn bin(dir: &Path) -> Command {
+    let mut c = isolated_bin();
+    c.env("TOOLBRAKE_STATE", dir.join("state.db"));
+    c
+}
+
+/// `plain` runs of three different calls (nothing to stop), and one run that calls the
+/// same search three times, getting the same answer twice and then a new one: the streak
+/// brake stops its third call under the defaults, and that stop is harmful.
+fn history(plain: usize) -> String {
+    let mut h = String::new();
+    for r in 0..plain {
+        for c in 0..3 {
+            h.push_str(&format!(
+                "{{\"event\":\"call\",\"session\":\"run{r}\",\"id\":\"{c}\",\"tool\":\"search\",\"args\":{{\"q\":\"topic {c}\"}}}}\n{{\"event\":\"result\",\"session\":\"run{r}\",\"id\":\"{c}\",\"outcome\":{{\"text\":\"answer {c}\"}}}}\n"
+            ));
+        }
+        h.push_str(&format!("{{\"event\":\"end\",\"session\":\"run{r}\"}}\n"));
+    }
+    for c in 0..3 {
+        h.push_str(&format!(
+            "{{\"event\":\"call\",\"session\":\"loop\",\"id\":\"{c}\",\"tool\":\"search\",\"args\":{{\"q\":\"prices\"}}}}\n{{\"event\":\"result\",\"session\":\"loop\",\"id\":\"{c}\",\"outcome\":{{\"text\":\"{}\"}}}}\n",
+            if c < 2 { "price" } else { "price changed" }
+        ));
+    }
+    h.push_str("{\"event\":\"end\",\"session\":\"loop\"}\n");
+    h
+}
+
+fn calibrate(dir: &Path, plain: usize, extra: &[&str]) -> Output {
+    let path = dir.join("history.jsonl");
+    std::fs::write(&path, history(plain)).unwrap();
+    bin(dir)
+        .args(["tune", "--calibrate"])
+        .args(extra)
+        .arg(&path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn nineteen_good_runs_give_a_promise_in_plain_words() {
+    let dir = tmpdir("calibrate", "promise");
+    let out = calibrate(&dir, 19, &[]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Promise: no more than 1 in 20 runs like your 19 past good ones would get a call stopped that would have brought something new."),
+        "{text}"
+    );
+    assert!(
+        text.contains("Holds when: new runs are like these"),
+        "{text}"
+    );
+    assert!(text.contains("Recalibrate when"), "{text}");
+    let v: Value = serde_json::from_str(&stdout(&calibrate(&dir, 19, &["--json"]))).unwrap();
+    // The stopped run is not good (no label, a stop): 19 good runs, k = ⌈20 × 0.95⌉ = 19.
+    assert_eq!(
+        (v["good_runs"].as_u64(), v["k"].as_u64()),
+        (Some(19), Some(19))
+    );
+    assert_eq!(v["harmed_good_runs"], 0);
+    // No good run is harmed anywhere on the ladder: its strictest setting.
+    assert_eq!(v["rung"], 0);
+}
+
+#[test]
+fn too_few_good_runs_are_refused_with_how_many_more() {
+    let dir = tmpdir("calibrate", "too-few");
+    let out = calibrate(&dir, 18, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("18 good runs to calibrate on; the promise needs at least 19 (1 more)"),
+        "{err}"
+    );
+    // A looser α needs fewer.
+    assert_success(&calibrate(&dir, 18, &["--alpha", "10%"]));
+}
+
+#[test]
+fn a_run_marked_mistaken_counts_as_good_and_moves_the_line_up() {
+    let dir = tmpdir("calibrate", "mistaken");
+    let before: Value = serde_json::from_str(&stdout(&calibrate(&dir, 19, &["--json"]))).unwrap();
+    // The run is stored (a hook saw it), and a person marks its stop mistaken.
+    let mut hook = bin(&dir);
+    let payload = r#"{"session_id":"loop","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"x"}"#;
+    let out = run_with_stdin(hook.args(["hook", "claude"]), payload.as_bytes());
+    assert_success(&out);
+    assert_success(
+        &bin(&dir)
+            .args(["feedback", "loop", "--mistaken"])
+            .output()
+            .unwrap(),
+    );
+    let out = calibrate(&dir, 19, &["--json"]);
+    assert_success(&out);
+    let after: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(after["marked_mistaken"], 1);
+    assert_eq!(after["good_runs"], 20);
+    // k = ⌈21 × 0.95⌉ = 20 of 20: the line is the marked run's own score, above the base,
+    // where its third call is not stopped.
+    assert_eq!(after["k"], 20);
+    assert!(
+        after["rung"].as_u64() > before["rung"].as_u64(),
+        "{before} {after}"
+    );
+    assert_eq!(after["harmed_good_runs"], 0);
+    let text = stdout(&calibrate(&dir, 19, &[]));
+    assert!(text.contains("1 marked mistaken (good)"), "{text}");
+}
+
+#[test]
+fn the_bundled_runs_calibrate_on_their_resolved_labels() {
+    let dir = tmpdir("calibrate", "bundled");
+    let corpus = repo().join("examples/trajectories");
+    let out = bin(&dir)
+        .args([
+            "tune",
+            "--calibrate",
+            "--json",
+            "--from",
+            "trajectory",
+            "--labels",
+        ])
+        .arg(corpus.join("labels.jsonl"))
+        .arg(corpus.join("calls.jsonl.gz"))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let n = v["good_runs"].as_u64().unwrap();
+    assert_eq!(v["good_by_label"].as_u64(), Some(n));
+    assert!(n >= 19, "{v}");
+    // The k-th score is the line: at most n − k calibration runs are above it.
+    let k = v["k"].as_u64().unwrap();
+    assert_eq!(k, ((n + 1) * 19).div_ceil(20));
+    assert!(v["harmed_good_runs"].as_u64().unwrap() <= n - k, "{v}");
+}
+
+#[test]
+fn bad_calibration_flags_get_clear_errors() {
+    let dir = tmpdir("calibrate", "flags");
+    let out = calibrate(&dir, 19, &["--alpha", "1.5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--alpha: \"1.5\" is not a share"),
+        "{}",
+        stderr(&out)
+    );
+    let out = bin(&dir)
+        .args(["tune", "--alpha", "0.1", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--calibrate"), "{}", stderr(&out));
+    let labels = dir.join("labels.jsonl");
+    std::fs::write(&labels, "{\"session\":\"run0\",\"resolved\":\"yes\"}\n").unwrap();
+    let out = calibrate(&dir, 19, &["--labels", labels.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("labels.jsonl, line 1: `resolved` must be true, false or null"),
+        "{}",
+        stderr(&out)
+    );
+}
