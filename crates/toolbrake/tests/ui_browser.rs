@@ -164,6 +164,23 @@ fn populate(cfg: &Path) {
     }
 }
 
+/// A tune result where the settings page finds it: `toolbrake tune --json` over the
+/// bundled trajectories, with the dashboard's configuration as the base.
+fn write_tune(s: &Server) -> Value {
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/trajectories/calls.jsonl.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
+        .arg("--config")
+        .arg(&s.cfg)
+        .args(["tune", "--from", "trajectory", "--json"])
+        .arg(corpus)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    std::fs::write(s.dir.join("toolbrake-tune.json"), &out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Headless Chromium over `--remote-debugging-pipe`: commands on fd 3, replies on fd 4,
 /// each a JSON text ended by a NUL byte.
 struct Browser {
@@ -405,6 +422,13 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     let s = start("pages");
     populate(&s.cfg);
     let mut b = Browser::launch(&s.dir);
+    b.open(&format!("{}/settings", s.base));
+    let none = b.eval("document.getElementById('tune').innerText");
+    assert!(
+        none.as_str().unwrap().contains("No tune result at hand"),
+        "{none}"
+    );
+    let tune = write_tune(&s);
 
     b.open(&format!("{}/", s.base));
     let summary = b.eval("document.getElementById('summary').textContent");
@@ -486,7 +510,22 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
         b.eval("document.querySelector('[data-origin=\"streak.max_repeats\"]').textContent");
     assert_eq!(origin, "named file, line 3");
     let origin = b.eval("document.querySelector('[data-origin=\"breaker.window\"]').textContent");
-    assert_eq!(origin, "default");
+    assert_eq!(origin, "the defaults");
+    // The tune frontier: one point per setting swept, the recommendation ringed and said.
+    let points = b.eval("document.querySelectorAll('#chart-frontier g').length");
+    assert_eq!(points, json!(tune["settings"].as_array().unwrap().len()));
+    let front = tune["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["frontier"] == true)
+        .count();
+    assert_eq!(
+        b.eval("document.querySelectorAll('#chart-frontier circle.f-saved').length"),
+        json!(front)
+    );
+    let rec = b.eval("document.getElementById('recommendation').textContent");
+    assert!(rec.as_str().unwrap().starts_with("Recommended: #"), "{rec}");
 
     // Accessibility: every page, both themes.
     for dark in [false, true] {
@@ -542,13 +581,13 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
             (
                 "dashboard-settings.png",
                 format!("{}/settings", s.base),
-                1300,
+                2700,
             ),
         ] {
             let shot = s.dir.join(name);
             let out = headless(
                 &s.dir,
-                name,
+                &format!("profile-{name}"),
                 &[
                     format!("--window-size=1200,{height}"),
                     "--hide-scrollbars".into(),
@@ -624,7 +663,34 @@ fn the_feedback_and_reset_buttons_ask_first_and_change_the_store() {
         "{shown}"
     );
 
+    // The tune recommendation, applied from the settings page through the confirmation:
+    // written into the file, its comment kept.
+    let tune = write_tune(&s);
+    let changes = tune["recommended"]["changes"].clone();
+    let (section, keys) = changes.as_object().unwrap().iter().next().unwrap();
+    let (key, value) = keys.as_object().unwrap().iter().next().unwrap();
+    b.open(&format!("{}/settings", s.base));
+    b.tab_to("#apply-tune");
+    b.key("Enter", false);
+    b.wait_for("document.getElementById('confirm').open");
+    b.key("Tab", true);
+    b.key("Enter", false);
+    let field = format!("{section}.{key}");
+    b.wait_for(&format!(
+        "document.getElementById({field:?}) && document.getElementById({field:?}).value === {:?}",
+        value.to_string()
+    ));
+    let text = std::fs::read_to_string(&s.cfg).unwrap();
+    assert!(text.starts_with("# The team's settings."), "{text}");
+    let written: toml::Value = toml::from_str(&text).unwrap();
+    assert_eq!(
+        written[section.as_str()][key.as_str()].to_string(),
+        value.to_string(),
+        "{text}"
+    );
+
     // Reset, cancelled then confirmed.
+    b.open(&session_url(&s, "fix-tests"));
     b.eval("document.querySelector('button[data-reset]').click()");
     b.wait_for("document.getElementById('confirm').open");
     b.eval("document.getElementById('confirm-no').click()");

@@ -185,6 +185,24 @@ if (form) {
   })
 }
 
+// The tune recommendation, applied as an edit of the settings (confirmed first; the
+// version the page was filled from, so an edit saved meanwhile is not overwritten).
+const apply = document.getElementById('apply-tune')
+if (apply && form) {
+  apply.addEventListener('click', async () => {
+    const edit = JSON.parse(apply.dataset.edit)
+    if (!(await confirmWith('Use the recommendation?', 'The settings it changes are written to the configuration file, checked as every edit is.', 'Use it'))) return
+    try {
+      await api('PUT', '/api/config', edit, { 'if-match': form.dataset.version })
+      say('Saved: the recommendation is in the configuration. Reloading…', true)
+      location.reload()
+    } catch (e) {
+      if (e.status === 409) say('Not saved: the settings were changed elsewhere since this page was loaded. Reload the page and try again.', false)
+      else say(`Not saved: ${e.message}`, false)
+    }
+  })
+}
+
 async function tick() {
   try {
     if (page === 'home') await refreshHome()

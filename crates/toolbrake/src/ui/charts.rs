@@ -138,6 +138,62 @@ pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
     }
 }
 
+/// One setting a tune sweep judged: its figures on the history replayed.
+pub(super) struct Point<'a> {
+    /// Stopped calls whose output was new.
+    pub harmful: u64,
+    /// Stopped calls whose output repeated the last identical call's.
+    pub waste: u64,
+    /// On the frontier (no other setting stops more waste with no more harm).
+    pub frontier: bool,
+    /// The recommendation.
+    pub recommended: bool,
+    /// What the tooltip says of it.
+    pub label: &'a str,
+}
+
+/// The tune frontier: each setting a point (waste stopped up, harmful stops right), the
+/// frontier joined by a line, the recommendation a larger ringed point.
+pub(super) fn frontier(id: &str, summary: &str, points: &[Point<'_>]) -> Markup {
+    let h = 260.0;
+    let (left, bottom, top, right) = (48.0, 34.0, 12.0, 16.0);
+    let max_x = points.iter().map(|p| p.harmful).max().unwrap_or(0).max(1);
+    let max_y = points.iter().map(|p| p.waste).max().unwrap_or(0).max(1);
+    // Square-root scales: the settings that matter sit near no harm, and one loose
+    // setting with many harmful stops would otherwise squash them into a corner.
+    let scale = |v: u64, max: u64| (v as f64).sqrt() / (max as f64).sqrt();
+    let x = |v: u64| left + scale(v, max_x) * (W - left - right);
+    let y = |v: u64| h - bottom - scale(v, max_y) * (h - bottom - top);
+    let mut front: Vec<&Point<'_>> = points.iter().filter(|p| p.frontier).collect();
+    front.sort_by_key(|p| (p.harmful, p.waste));
+    let line = front
+        .iter()
+        .map(|p| format!("{},{}", fmt(x(p.harmful)), fmt(y(p.waste))))
+        .collect::<Vec<_>>()
+        .join(" ");
+    m! {
+        svg.chart id=(id) viewBox=(format!("0 0 {W} {h}")) role="img" aria-label=(summary) {
+            line.axis x1=(left) y1=(h - bottom) x2=(W - right) y2=(h - bottom) {}
+            line.axis x1=(left) y1=(top) x2=(left) y2=(h - bottom) {}
+            text x=(left - 6.0) y=(top + 4.0) text-anchor="end" { (max_y) }
+            text x=(left - 6.0) y=(h - bottom + 4.0) text-anchor="end" { "0" }
+            text x=(W - right) y=(h - bottom + 14.0) text-anchor="end" { (max_x) }
+            text x=((left + W) / 2.0) y=(h - 4.0) text-anchor="middle" { "harmful stops (new output stopped; square-root scale) →" }
+            text x="12" y=((top + h - bottom) / 2.0) transform=(format!("rotate(-90 12 {})", (top + h - bottom) / 2.0)) text-anchor="middle" { "waste stopped (square-root scale) →" }
+            @if !line.is_empty() { polyline points=(line) fill="none" stroke="var(--saved)" stroke-width="2" {} }
+            @for p in points {
+                g {
+                    title { (p.label) ": " (p.waste) " waste stopped, " (p.harmful) " harmful" @if p.frontier { ", on the frontier" } @if p.recommended { ", recommended" } }
+                    @if p.recommended {
+                        circle cx=(fmt(x(p.harmful))) cy=(fmt(y(p.waste))) r="10" fill="none" stroke="var(--allow)" stroke-width="3" {}
+                    }
+                    circle class=(if p.frontier { "f-saved" } else { "f-muted" }) cx=(fmt(x(p.harmful))) cy=(fmt(y(p.waste))) r=(if p.frontier { "5" } else { "3.5" }) {}
+                }
+            }
+        }
+    }
+}
+
 /// A number as SVG wants it: two decimals at most.
 fn fmt(v: f64) -> String {
     let s = format!("{v:.2}");

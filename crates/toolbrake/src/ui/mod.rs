@@ -6,7 +6,8 @@
 //! saved and asks, the tools that loop most), one session (its calls as a picture, what it
 //! kept doing, its gates, reset and feedback), and the settings form. The API
 //! (docs/dashboard.md): `GET /api/overview`, `GET /api/sessions`, `GET|DELETE
-//! /api/sessions/{key}`, `POST /api/sessions/{key}/feedback`, `GET|PUT /api/config`, and
+//! /api/sessions/{key}`, `POST /api/sessions/{key}/feedback`, `GET|PUT /api/config`, `GET
+//! /api/tune`, and
 //! `GET /metrics`: the store's counters for Prometheus (`toolbrake_telemetry::counters`),
 //! behind the same checks as every other route. Editing the configuration validates the whole file with the
 //! rules of `config check` and writes it atomically, comments and keys the form does not
@@ -86,6 +87,7 @@ pub fn router(ui: Ui) -> Router {
             axum::routing::post(api_feedback),
         )
         .route("/api/config", get(api_config).put(api_put_config))
+        .route("/api/tune", get(api_tune))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(ui.clone(), guard))
         .with_state(ui)
@@ -502,6 +504,24 @@ async fn api_feedback(
             &format!("no session {key:?} in the store"),
         ),
         Err(r) => r,
+    }
+}
+
+/// The tune result the settings page charts (`toolbrake-tune.json` beside the
+/// configuration), as `toolbrake tune --json` wrote it.
+async fn api_tune(State(ui): State<Shared>) -> Response {
+    let path = ui.config_path.clone();
+    match tokio::task::spawn_blocking(move || settings_page::tune_result(&path)).await {
+        Ok(Ok(Some(v))) => Json(v).into_response(),
+        Ok(Ok(None)) => deny(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "no tune result: write one with toolbrake tune --json HISTORY > {}",
+                settings_page::tune_file(&ui.config_path).display()
+            ),
+        ),
+        Ok(Err(why)) => deny(StatusCode::UNPROCESSABLE_ENTITY, &why),
+        Err(_) => deny(StatusCode::INTERNAL_SERVER_ERROR, "the read task failed"),
     }
 }
 

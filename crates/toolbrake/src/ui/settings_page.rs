@@ -2,7 +2,8 @@
 //! comes from (the file and its line, and the layer: defaults, user, project, a named
 //! file, the environment); edited as before (locked, versioned, validated: `config.rs`).
 
-use super::layout::layout;
+use super::charts::{self, Point};
+use super::layout::{layout, legend};
 use super::{html, Shared};
 use crate::settings::{self, Editable};
 use axum::extract::State;
@@ -206,7 +207,7 @@ pub(super) fn origin(
     match settings::line_of(text, dotted) {
         Some(line) => format!("{layer} file, line {line}"),
         None if effective != default => "environment".into(),
-        None => "default".into(),
+        None => "the defaults".into(),
     }
 }
 
@@ -241,6 +242,116 @@ fn readers(ui: &Shared) -> Markup {
                     "the same name; without it they read the working folder's "
                     code { "toolbrake.toml" } " or your user configuration"
                     @if let Some(user) = user_file() { " " code { (user.display()) } } "."
+                }
+            }
+        }
+    }
+}
+
+/// The file a tune result is read from: `toolbrake-tune.json` beside the edited
+/// configuration (`toolbrake tune --json … > DIR/toolbrake-tune.json`).
+pub(super) fn tune_file(config: &std::path::Path) -> std::path::PathBuf {
+    config.with_file_name(TUNE_FILE)
+}
+
+/// The tune result's name.
+pub(super) const TUNE_FILE: &str = "toolbrake-tune.json";
+
+/// A tune result read from [`tune_file`]: `Ok(None)` when there is none, `Err` naming
+/// the file and why when it cannot be read as `toolbrake tune --json` writes it.
+pub(super) fn tune_result(config: &std::path::Path) -> Result<Option<Value>, String> {
+    let path = tune_file(config);
+    let text = match crate::files::read_regular(&path, 16 << 20) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
+    if !v["settings"].is_array() {
+        return Err(format!(
+            "{}: not a result of `toolbrake tune --json` (no \"settings\" list)",
+            path.display()
+        ));
+    }
+    Ok(Some(v))
+}
+
+/// A setting's changes as `key = value` pairs: `breaker.fail_limit = 8`.
+fn changes_label(changes: &Value) -> String {
+    fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, x, out);
+                }
+            }
+            other => out.push(format!("{prefix} = {other}")),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", changes, &mut out);
+    if out.is_empty() {
+        "the base configuration".into()
+    } else {
+        out.join(", ")
+    }
+}
+
+fn tune_section(config: &std::path::Path) -> Markup {
+    let file = tune_file(config);
+    let result = tune_result(config);
+    m! {
+        section.card #tune aria-labelledby="h-tune" {
+            h2 #h-tune { "The tune frontier" }
+            @match &result {
+                Ok(None) => p.muted {
+                    "No tune result at hand. Replay your recorded runs with "
+                    code { "toolbrake tune --json HISTORY > " (file.display()) }
+                    " and this page shows which settings stop the most waste for the least harm."
+                },
+                Err(why) => p.error { "The tune result cannot be read: " (why) },
+                Ok(Some(v)) => {
+                    @let rows = v["settings"].as_array().map_or(&[][..], Vec::as_slice);
+                    @let labels: Vec<String> = rows.iter().enumerate().map(|(i, r)| {
+                        format!("#{} {}", i + 1, r["name"].as_str().map_or_else(|| changes_label(&r["changes"]), str::to_string))
+                    }).collect();
+                    @let points: Vec<Point<'_>> = rows.iter().zip(&labels).map(|(r, l)| Point {
+                        harmful: r["harmful"].as_u64().unwrap_or(0),
+                        waste: r["waste"].as_u64().unwrap_or(0),
+                        frontier: r["frontier"] == true,
+                        recommended: r["recommended"] == true,
+                        label: l,
+                    }).collect();
+                    @let on_front = points.iter().filter(|p| p.frontier).count();
+                    p.muted {
+                        (rows.len()) " settings replayed over " (v["calls"]) " calls of " (v["sessions"]) " sessions, from "
+                        code { (file.display()) } "."
+                    }
+                    (charts::frontier("chart-frontier", &format!("{} settings, {on_front} on the frontier: waste stopped against harmful stops.", rows.len()), &points))
+                    (legend(&[("saved", "on the frontier"), ("muted", "dominated"), ("allow", "recommended (ringed)")]))
+                    @match v["recommended"].as_object() {
+                        Some(r) => {
+                            @let i = r.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                            p #recommendation {
+                                "Recommended: " (labels.get(i).map_or("", String::as_str)) ", "
+                                (rows.get(i).map_or(Value::Null, |x| x["waste"].clone())) " waste calls stopped, no harmful stop."
+                            }
+                            @let changes = r.get("changes").cloned().unwrap_or(Value::Null);
+                            @if changes.as_object().is_some_and(|c| !c.is_empty()) {
+                                pre { code { (r.get("toml").and_then(Value::as_str).unwrap_or("")) } }
+                                div.actions { button type="button" #apply-tune data-edit=(changes.to_string()) { "Use the recommendation" } }
+                            } @else {
+                                p.muted { "Your configuration is the recommendation: nothing to change." }
+                            }
+                        }
+                        None => p #recommendation { "No setting stops waste without a harmful stop on this history." },
+                    }
                 }
             }
         }
@@ -289,13 +400,14 @@ pub(super) async fn settings_page(State(ui): State<Shared>) -> Response {
                     }
                     div.about id=(about) {
                         (meaning) " "
-                        span.muted { "Default " code { (shown(default)) } "; from " span.origin data-origin=(name) { (origin(&text, layer, &name, effective, default)) } "." }
+                        span.muted { "Default " code { @if shown(default).is_empty() { "\"\" (none)" } @else { (shown(default)) } } "; from " span.origin data-origin=(name) { (origin(&text, layer, &name, effective, default)) } "." }
                     }
                 }
             }
             div.actions { button type="submit" { "Save" } }
         }
         p #status aria-live="polite" {}
+        (tune_section(&ui.config_path))
     };
     html(layout("Settings", "settings", body))
 }
