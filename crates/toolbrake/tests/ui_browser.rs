@@ -165,17 +165,19 @@ fn populate(cfg: &Path) {
 }
 
 /// A tune result where the settings page finds it: `toolbrake tune --json` over the
-/// bundled trajectories, with the dashboard's configuration as the base.
-fn write_tune(s: &Server) -> Value {
+/// bundled trajectories, from the base configuration `base` (the dashboard's when
+/// `None`), with these `--sweep` arguments.
+fn write_tune(s: &Server, base: Option<&Path>, sweep: &[&str]) -> Value {
     let corpus =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/trajectories/calls.jsonl.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-        .arg("--config")
-        .arg(&s.cfg)
-        .args(["tune", "--from", "trajectory", "--json"])
-        .arg(corpus)
-        .output()
-        .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
+    c.arg("--config")
+        .arg(base.unwrap_or(&s.cfg))
+        .args(["tune", "--from", "trajectory", "--json"]);
+    for sw in sweep {
+        c.args(["--sweep", sw]);
+    }
+    let out = c.arg(corpus).output().unwrap();
     assert_success(&out);
     std::fs::write(s.dir.join("toolbrake-tune.json"), &out.stdout).unwrap();
     serde_json::from_slice(&out.stdout).unwrap()
@@ -276,6 +278,13 @@ impl Browser {
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {
+        let v = self.send(method, params);
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+
+    /// Sends a command and returns its whole reply (`result` or `error`).
+    fn send(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let id = self.next;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -302,8 +311,7 @@ impl Browser {
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no reply to {method} within 60 s"));
             if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
+                return v;
             }
         }
     }
@@ -318,15 +326,26 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
-    /// Opens `url` and waits until it has loaded.
+    /// Opens `url` and waits until it has loaded (the page before it marked, so its own
+    /// `complete` is not taken for the new one's).
     fn open(&mut self, url: &str) {
+        self.eval("window.__left = true");
         self.call("Page.navigate", json!({"url": url}));
-        self.wait_for("document.readyState === 'complete' && location.href !== 'about:blank'");
+        self.wait_for("!window.__left && document.readyState === 'complete'");
     }
 
+    /// Waits until `cond` is true; while a page is replaced, its evaluation may fail
+    /// (the context it ran in is gone): that counts as not yet.
     fn wait_for(&mut self, cond: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.eval(&format!("!!({cond})")) != true {
+        loop {
+            let r = self.send(
+                "Runtime.evaluate",
+                json!({"expression": format!("!!({cond})"), "returnByValue": true}),
+            );
+            if r["result"]["result"]["value"] == true {
+                return;
+            }
             assert!(Instant::now() < deadline, "never true: {cond}");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -428,7 +447,7 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
         none.as_str().unwrap().contains("No tune result at hand"),
         "{none}"
     );
-    let tune = write_tune(&s);
+    let tune = write_tune(&s, None, &[]);
 
     b.open(&format!("{}/", s.base));
     let summary = b.eval("document.getElementById('summary').textContent");
@@ -471,6 +490,24 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     // The page's script keeps it live: a new session appears without a reload.
     let before = b.eval("document.querySelectorAll('#working tbody tr').length");
     assert_eq!(before, 3);
+    {
+        let settings = settings::load(Some(&s.cfg)).unwrap();
+        let store = store_of(&s.cfg);
+        let engine = Engine::new(settings.engine);
+        let args = json!({"command": "cargo build"});
+        let call = Call {
+            session: "newcomer",
+            id: "n1",
+            tool: "Bash",
+            args: &args,
+        };
+        let d = Sessions::new(&engine, store.as_ref())
+            .pre("newcomer", &call)
+            .unwrap();
+        assert!(d.runs());
+    }
+    b.wait_for("document.querySelectorAll('#working tbody tr').length === 4");
+    b.wait_for("document.getElementById('summary').textContent.startsWith('4 agents working')");
 
     b.open(&session_url(&s, "fix-tests"));
     let doing = b.eval("document.getElementById('kept-doing').innerText");
@@ -664,28 +701,31 @@ fn the_feedback_and_reset_buttons_ask_first_and_change_the_store() {
     );
 
     // The tune recommendation, applied from the settings page through the confirmation:
-    // written into the file, its comment kept.
-    let tune = write_tune(&s);
-    let changes = tune["recommended"]["changes"].clone();
-    let (section, keys) = changes.as_object().unwrap().iter().next().unwrap();
-    let (key, value) = keys.as_object().unwrap().iter().next().unwrap();
+    // written into the file, its comment kept. The sweep starts from a base with the
+    // unchanged track off, which stops less waste than the track at 3 does.
+    let base = s.dir.join("tune-base.toml");
+    std::fs::write(&base, "[breaker]\nunchanged_limit = \"off\"\n").unwrap();
+    let tune = write_tune(&s, Some(&base), &["breaker.unchanged_limit=3,4,5"]);
+    assert_eq!(
+        tune["recommended"]["changes"],
+        json!({"breaker": {"unchanged_limit": 3}}),
+        "{tune}"
+    );
+    let before = std::fs::read_to_string(&s.cfg).unwrap();
+    assert!(!before.contains("unchanged_limit"), "{before}");
     b.open(&format!("{}/settings", s.base));
     b.tab_to("#apply-tune");
     b.key("Enter", false);
     b.wait_for("document.getElementById('confirm').open");
     b.key("Tab", true);
     b.key("Enter", false);
-    let field = format!("{section}.{key}");
-    b.wait_for(&format!(
-        "document.getElementById({field:?}) && document.getElementById({field:?}).value === {:?}",
-        value.to_string()
-    ));
+    b.wait_for("(document.querySelector('[data-origin=\"breaker.unchanged_limit\"]')?.textContent ?? '').startsWith('named file, line')");
     let text = std::fs::read_to_string(&s.cfg).unwrap();
     assert!(text.starts_with("# The team's settings."), "{text}");
     let written: toml::Value = toml::from_str(&text).unwrap();
     assert_eq!(
-        written[section.as_str()][key.as_str()].to_string(),
-        value.to_string(),
+        written["breaker"]["unchanged_limit"].as_integer(),
+        Some(3),
         "{text}"
     );
 

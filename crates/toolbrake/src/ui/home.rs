@@ -274,7 +274,7 @@ pub(super) async fn home_page(State(ui): State<Shared>) -> Response {
     let outcome_rows = [
         (
             "stops",
-            "the same output again (waste)",
+            "waste (same output)",
             w["waste"].as_u64().unwrap_or(0),
         ),
         (
