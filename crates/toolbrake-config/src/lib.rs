@@ -93,15 +93,16 @@ fn dotted_key(key: &str, sub: &str) -> String {
     }
 }
 
-/// The engine configuration from the `[streak]` and `[breaker]` tables of a parsed file
-/// (either may be absent; other tables are the caller's).
+/// The engine configuration from the `[streak]`, `[breaker]` and `[budget]` tables of a
+/// parsed file (any may be absent; other tables are the caller's).
 pub fn engine_from_tables(table: &toml::Table, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
     let section = |name: &str| table.get(name).map(|v| to_value(name, v)).transpose();
     Config::from_sections(
         section("streak")?.as_ref(),
         section("breaker")?.as_ref(),
         env,
-    )
+    )?
+    .with_budget(section("budget")?.as_ref())
 }
 
 /// A section as TOML text under its `[name]` header, nested tables as `[name.sub]`.
@@ -144,9 +145,10 @@ impl ConfigToml for Config {
 
     fn to_toml(&self) -> String {
         format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
             section_to_toml("streak", &self.streak.to_value()),
-            section_to_toml("breaker", &self.breaker.to_value())
+            section_to_toml("breaker", &self.breaker.to_value()),
+            section_to_toml("budget", &self.budget.to_value())
         )
     }
 }

@@ -86,10 +86,12 @@ pub struct Config {
     pub streak: StreakConfig,
     /// The breaker (`[breaker]`).
     pub breaker: BreakerConfig,
+    /// The run-level stop line (`[budget]`), off by default.
+    pub budget: crate::budget::BudgetConfig,
 }
 
 /// Top-level tables the engine configuration owns.
-pub const ENGINE_TABLES: &[&str] = &["streak", "breaker"];
+pub const ENGINE_TABLES: &[&str] = &["streak", "breaker", "budget"];
 
 /// A settings table as the core reads it: a format-neutral tree of values (whatever file
 /// or API the settings came from; `toolbrake-config` reads TOML into it).
@@ -112,11 +114,19 @@ impl Config {
                 return Err(unknown_key("", key, ENGINE_TABLES));
             }
         }
-        Self::from_sections(table.get("streak"), table.get("breaker"), env)
+        Self::from_sections(table.get("streak"), table.get("breaker"), env)?
+            .with_budget(table.get("budget"))
+    }
+
+    /// The same configuration with the `[budget]` section read (absent: off).
+    pub fn with_budget(mut self, budget: Option<&Value>) -> Result<Self, ConfigError> {
+        self.budget = crate::budget::BudgetConfig::from_value(budget)?;
+        Ok(self)
     }
 
     /// Builds the configuration from the `streak` and `breaker` sections of a document
-    /// (either may be absent), so a host that owns more sections can reuse it.
+    /// (either may be absent; the budget is off: [`Config::with_budget`] reads its
+    /// section), so a host that owns more sections can reuse it.
     pub fn from_sections(
         streak: Option<&Value>,
         breaker: Option<&Value>,
@@ -127,6 +137,7 @@ impl Config {
         Ok(Config {
             streak: StreakConfig::from_table(streak_table, env)?,
             breaker: BreakerConfig::from_table(breaker_table)?,
+            budget: crate::budget::BudgetConfig::default(),
         })
     }
 
@@ -136,6 +147,7 @@ impl Config {
         serde_json::json!({
             "streak": self.streak.to_value(),
             "breaker": self.breaker.to_value(),
+            "budget": self.budget.to_value(),
         })
     }
 }

@@ -259,6 +259,9 @@ pub struct SessionState {
     /// read by calibration, never by the engines' decisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<crate::feedback::Feedback>,
+    /// The run-level line's count of the whole run (`[budget]`).
+    #[serde(default, skip_serializing_if = "crate::budget::BudgetState::is_empty")]
+    budget: crate::budget::BudgetState,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -374,7 +377,13 @@ impl SessionState {
     fn count_stop(&mut self, verdict: Verdict) {
         if verdict == Verdict::Deny {
             self.stopped = self.stopped.saturating_add(1);
+            self.budget.count_stop();
         }
+    }
+
+    /// The run-level line's count of this run: its calls and the calls stopped in it.
+    pub fn budget(&self) -> &crate::budget::BudgetState {
+        &self.budget
     }
 }
 
@@ -383,6 +392,7 @@ impl SessionState {
 pub struct Engine {
     streak: StreakBrake,
     breaker: Breaker,
+    budget: crate::budget::BudgetConfig,
 }
 
 /// A call as [`Engine::prepare`] read it: everything judging needs of the call alone.
@@ -404,6 +414,7 @@ impl Engine {
         Engine {
             streak: StreakBrake::new(config.streak),
             breaker: Breaker::new(config.breaker),
+            budget: config.budget,
         }
     }
 
@@ -434,6 +445,20 @@ impl Engine {
                 id,
                 verdict: Verdict::Deny,
             });
+        }
+        if let Some(id) = st.budget.pending().map(str::to_string) {
+            if Some(id.as_str()) != keep {
+                st.budget.answer(&id, false);
+                st.record(&id, CallStatus::Denied, 0);
+                st.count_stop(Verdict::Deny);
+                if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
+                    e.verdict = Verdict::Deny;
+                }
+                out.push(Settled {
+                    id,
+                    verdict: Verdict::Deny,
+                });
+            }
         }
         out
     }
@@ -554,10 +579,14 @@ impl Engine {
         // The same call judged again while its ask is pending (another seam, or a host
         // resuming a run after a restart) keeps that ask pending and is asked again; any
         // other pending ask is settled as declined.
-        let again = st.breaker.pending_asks().iter().any(|id| id == call.id);
+        let again = st.breaker.pending_asks().iter().any(|id| id == call.id)
+            || st.budget.pending() == Some(call.id);
         let settled = self.settle(st, again.then_some(call.id));
         let mut d = Decision::allow(call.id);
         d.settled = settled;
+        if st.status(call.id).is_none() {
+            st.budget.count_call();
+        }
         // The shell-HTTP block comes first and touches no engine state: a fetch sent to
         // the fetch tool is not a repeat, and counts toward no streak, window or failure.
         if let Some(text) = prepared.shell_http.clone() {
@@ -604,7 +633,17 @@ impl Engine {
             call.tool,
             prepared.breaker.as_ref(),
         );
-        let status = self.apply(&mut d, v);
+        let mut status = self.apply(&mut d, v);
+        // The run-level line, last: only a call that would run is asked about at it.
+        if d.runs() {
+            if let Some(text) = st.budget.check(&self.budget, call.id) {
+                d.verdict = Verdict::Ask;
+                d.engine = Some(crate::budget::ENGINE);
+                d.message = Some(text);
+                d.advisories.clear();
+                status = CallStatus::Asked;
+            }
+        }
         if !seen {
             st.count_stop(d.verdict);
         }
@@ -696,13 +735,25 @@ impl Engine {
         approved: bool,
     ) -> Result<Decision, EngineError> {
         let settled = self.settle(st, Some(call_id));
-        let v = self
-            .breaker
-            .answer(&mut st.breaker, call_id, approved)
-            .ok_or_else(|| EngineError::NotPending(call_id.to_string()))?;
         let mut d = Decision::allow(call_id);
         d.settled = settled;
-        let status = self.apply(&mut d, v);
+        let status = match st.budget.answer(call_id, approved) {
+            Some(true) => CallStatus::Ran,
+            Some(false) => {
+                d.verdict = Verdict::Deny;
+                d.engine = Some(crate::budget::ENGINE);
+                d.code = Some(crate::budget::CODE);
+                d.message = Some(crate::budget::STOPPED_TEXT.to_string());
+                CallStatus::Denied
+            }
+            None => {
+                let v = self
+                    .breaker
+                    .answer(&mut st.breaker, call_id, approved)
+                    .ok_or_else(|| EngineError::NotPending(call_id.to_string()))?;
+                self.apply(&mut d, v)
+            }
+        };
         st.count_stop(d.verdict);
         st.record(call_id, status, 0);
         if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == call_id) {

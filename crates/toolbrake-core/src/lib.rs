@@ -7,6 +7,7 @@
 //!
 //! - [`canonical`]: canonical JSON and the call hash (byte-compatible with the original JS).
 //! - [`streak`]: the streak brake (consecutive identical calls).
+//! - [`budget`]: the run-level stop line (calls plus calls stopped), off by default.
 //! - [`breaker`]: semantic fingerprints, the window, stages, the failure track, the gate.
 //! - [`progress`]: output memory, the normalised digest of what a call returned.
 //! - [`redact`]: credentials replaced in everything shown or stored.
@@ -16,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod breaker;
+pub mod budget;
 pub mod canonical;
 pub mod config;
 pub mod engine;

@@ -57,8 +57,8 @@ pub mod metrics {
 
     /// The `track` label of a decision: `none` for a call allowed outright; the breaker
     /// track that gated it (`repeat`, `failure`, `cycle`, `struggle`, `unchanged`) or
-    /// whose advisory fired; `streak` for the streak brake; `shell_http` for a shell fetch
-    /// sent to the fetch tool.
+    /// whose advisory fired; `streak` for the streak brake; `budget` for the run-level
+    /// line; `shell_http` for a shell fetch sent to the fetch tool.
     pub fn track(d: &toolbrake_core::Decision) -> &'static str {
         use toolbrake_core::breaker::SHELL_HTTP_CODE;
         use toolbrake_core::Verdict;
@@ -73,6 +73,8 @@ pub mod metrics {
                     "shell_http"
                 } else if d.engine == Some(toolbrake_core::streak::ENGINE) {
                     "streak"
+                } else if d.engine == Some(toolbrake_core::budget::ENGINE) {
+                    "budget"
                 } else {
                     d.hits.first().map_or("none", |h| h.track.as_str())
                 }

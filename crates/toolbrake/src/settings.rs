@@ -25,6 +25,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub const TABLES: &[&str] = &[
     "streak",
     "breaker",
+    "budget",
     "protocol",
     "store",
     "fetch",

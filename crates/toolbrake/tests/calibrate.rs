@@ -184,3 +184,63 @@ fn bad_calibration_flags_get_clear_errors() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_run_level_line_is_calibrated_written_and_enforced_by_the_hook() {
+    let dir = tmpdir("calibrate", "budget");
+    let target = dir.join("toolbrake.toml");
+    std::fs::write(&target, "# mine\n[streak]\nmax_repeats = 3\n").unwrap();
+    // 40 plain runs: α = 5% split in halves needs 39 good runs at 2.5%.
+    let out = calibrate(&dir, 40, &["--budget", "--write", target.to_str().unwrap()]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(text.contains("or cross the run-level line"), "{text}");
+    // Every good run has 3 calls and no stop: the line is 3.
+    assert!(text.contains("Run-level line: 3 "), "{text}");
+    let written = std::fs::read_to_string(&target).unwrap();
+    assert!(written.contains("# mine"), "{written}");
+    assert!(
+        written.contains("[budget]\nenabled = true\nline = 3"),
+        "{written}"
+    );
+    let check = bin(&dir)
+        .args(["config", "check"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_success(&check);
+    // A Claude Code session under that file: its 4th call is past the line (asked).
+    let mut last = String::new();
+    for i in 0..4 {
+        let payload = format!(
+            r#"{{"session_id":"long","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{{"file_path":"f{i}.txt"}},"tool_use_id":"t{i}"}}"#
+        );
+        let out = run_with_stdin(
+            bin(&dir)
+                .arg("--config")
+                .arg(&target)
+                .args(["hook", "claude"]),
+            payload.as_bytes(),
+        );
+        assert_success(&out);
+        last = stdout(&out);
+        if i < 3 {
+            assert!(!last.contains("\"ask\""), "{i}: {last}");
+        }
+    }
+    assert!(last.contains("\"ask\""), "{last}");
+    assert!(last.contains("past the run-level line of 3"), "{last}");
+    // A bad line is refused with its key, value and rule.
+    std::fs::write(&target, "[budget]\nline = 0\n").unwrap();
+    let check = bin(&dir)
+        .args(["config", "check"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(!check.status.success());
+    assert!(
+        stderr(&check).contains("budget.line = 0"),
+        "{}",
+        stderr(&check)
+    );
+}

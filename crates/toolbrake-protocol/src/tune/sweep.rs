@@ -133,7 +133,8 @@ fn apply(base: &Value, changes: &[(String, Value)]) -> Result<Config, ConfigErro
     for (key, value) in changes {
         set_path(&mut tree, &toolbrake_config::key_parts(key), value.clone());
     }
-    Config::from_sections(tree.get("streak"), tree.get("breaker"), &no_env)
+    Config::from_sections(tree.get("streak"), tree.get("breaker"), &no_env)?
+        .with_budget(tree.get("budget"))
 }
 
 /// How far `value` is from `base` (see [`Setting::distance`]).
