@@ -109,6 +109,14 @@ pub(super) fn reason(e: &Value, in_a_row: Option<u64>) -> Option<String> {
                 how_often_plain(count.or(in_a_row))
             )
         }
+        (v, toolbrake_core::budget::CODE) => format!(
+            "The run reached its budget (its calls and the calls toolbrake stopped in it): {}.",
+            if v == "ask" {
+                "toolbrake asked you before letting it go on"
+            } else {
+                "toolbrake stopped it"
+            }
+        ),
         (_, toolbrake_core::breaker::SHELL_HTTP_CODE) => {
             "It fetched a web address through the shell; it was sent to the fetch tool instead."
                 .into()
@@ -234,6 +242,11 @@ mod tests {
             "It ran `ls` 6 times in a row: the streak brake stopped it."
         );
         assert_eq!(reason(&json!({"verdict": "allow"}), None), None);
+        let e = json!({"verdict": "deny", "code": "RUN_BUDGET", "preview": "exact:Bash:{}"});
+        assert_eq!(
+            reason(&e, None).unwrap(),
+            "The run reached its budget (its calls and the calls toolbrake stopped in it): toolbrake stopped it."
+        );
     }
 
     #[test]
