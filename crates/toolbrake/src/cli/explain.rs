@@ -64,7 +64,16 @@ pub fn run(
             for w in store.take_warnings() {
                 warn!("toolbrake: {w}");
             }
-            Some((key, st.unwrap_or_default(), store.describe()))
+            // A key the store does not hold (a typo, a session swept or reset) is said so,
+            // as `sessions reset` says it, rather than explained as an empty session.
+            let Some(st) = st else {
+                warn!(
+                    "toolbrake: no stored session {key:?} in {} (`toolbrake sessions` lists them)",
+                    store.describe()
+                );
+                return Ok(ExitCode::from(1));
+            };
+            Some((key, st, store.describe()))
         }
         None => None,
     };
@@ -92,17 +101,20 @@ pub fn run(
     if let Some((key, _, describe)) = &state {
         outln!("session:    {key} ({describe})");
         outln!(
-            "  streak:     {} identical {} in a row before this one{}",
+            "  streak:     {} identical {} in a row before this one (refused ones included){}",
             signals.in_a_row,
             if signals.in_a_row == 1 {
                 "call"
             } else {
                 "calls"
             },
-            if signals.same_in_a_row > 0 {
+            // `same_in_a_row` counts the results themselves (the first one is 1), as the
+            // streak's refusal does ("the last N identical calls returned the same result");
+            // a refused call ran and returned nothing, so it is never among them.
+            if signals.same_in_a_row >= 2 {
                 format!(
-                    ", {} of them returned the same result",
-                    signals.same_in_a_row + 1
+                    ", the last {} that ran returned the same result",
+                    signals.same_in_a_row
                 )
             } else {
                 String::new()
