@@ -37,6 +37,28 @@ pub fn show(v: &toml::Value) -> String {
     })
 }
 
+/// A duration as people type it in `toolbrake.toml` and the docs write it: one whole number
+/// and the largest unit that divides it (`"7d"`, `"36h"`, `"90m"`, `"30s"`, `"500ms"`), the
+/// form `config check` and the dashboard show and every duration setting reads back. Never
+/// a sum of units, nor calendar months and years (`"365d"`, not `"11months 30days 3h…"`).
+pub fn show_duration(d: std::time::Duration) -> String {
+    let ns = d.as_nanos();
+    const UNITS: [(u128, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let (size, unit) = UNITS
+        .into_iter()
+        .find(|(size, _)| ns >= *size && ns.is_multiple_of(*size))
+        .unwrap_or((1_000_000_000, "s"));
+    format!("{}{unit}", ns / size)
+}
+
 /// The value tree the core validates, from a TOML value found at `key`. TOML has two
 /// kinds of values no setting takes and JSON cannot hold (dates, and floats that are
 /// not numbers); they are errors naming their key.
@@ -201,7 +223,25 @@ pub fn toml_of_json(v: &Value) -> Option<toml::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use toolbrake_core::config::no_env;
+
+    #[test]
+    fn durations_are_shown_as_they_are_typed() {
+        for (d, shown) in [
+            (Duration::from_secs(7 * 86_400), "7d"),
+            (Duration::from_secs(3650 * 86_400), "3650d"),
+            (Duration::from_secs(36 * 3600), "36h"),
+            (Duration::from_secs(90 * 60), "90m"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_micros(2500), "2500us"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(show_duration(d), shown);
+        }
+    }
 
     #[test]
     fn the_effective_configuration_round_trips_through_toml() {

@@ -151,7 +151,7 @@ impl FetchSettings {
         );
         t.insert(
             "timeout".into(),
-            humantime::format_duration(self.timeout).to_string().into(),
+            toolbrake_config::show_duration(self.timeout).into(),
         );
         t.insert(
             "max_redirects".into(),

@@ -99,7 +99,7 @@ fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
     }
 }
 
-/// One end of a duration's range as the README writes it: in the largest unit that divides
+/// One end of a duration's range as docs/configuration.md writes it: in the largest unit that divides
 /// it (`3650 days`, `1 day`, `1 s`, `1 ms`), never in calendar years and months.
 fn range_end(d: std::time::Duration) -> String {
     let ms = d.as_millis();
@@ -304,7 +304,7 @@ impl StoreSettings {
     /// The `[store]` table as TOML, every key written out, credentials hidden.
     pub fn to_toml(&self) -> String {
         let d = |d: std::time::Duration| {
-            toml::Value::String(humantime::format_duration(d).to_string()).to_string()
+            toml::Value::String(toolbrake_config::show_duration(d)).to_string()
         };
         let s = |v: &str| toml::Value::String(v.to_string()).to_string();
         let mut out = String::from("[store]\n");
