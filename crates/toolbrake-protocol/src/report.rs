@@ -214,8 +214,8 @@ impl Totals {
     /// their recorded outputs.
     pub fn saved_line(&self) -> String {
         format!(
-            "Saved: {} of {} ({}), with {} of recorded output (output bytes saved, the closest measure of tokens).",
-            count(self.stopped, "call", "calls"),
+            "Saved: {} of {} stopped ({}), with {} of recorded output (output bytes saved, the closest measure of tokens).",
+            self.stopped,
             count(self.calls, "call", "calls"),
             share_text(self.stopped, self.calls),
             count(self.bytes_saved, "byte", "bytes"),
