@@ -603,9 +603,16 @@ fn node_package_named(spec: &str, name: &str) -> Option<PathBuf> {
 /// (`…/bindings/node`, `…/node_modules/toolbrake`, with or without `/opencode.js`); or the
 /// package of a build from before the rename ([`toolbrake_hooks::former`]), which `init`
 /// re-points and `--remove` removes.
-fn is_our_plugin(spec: &str) -> bool {
+fn is_our_plugin(base: &Path, spec: &str) -> bool {
     let former = toolbrake_hooks::former::NAME;
-    if node_package(spec).is_some() || node_package_named(spec, former).is_some() {
+    // A relative spec names a folder relative to the configuration file, as opencode
+    // resolves it.
+    let resolved = if spec.starts_with('.') {
+        base.join(spec).display().to_string()
+    } else {
+        spec.to_string()
+    };
+    if node_package(&resolved).is_some() || node_package_named(&resolved, former).is_some() {
         return true;
     }
     let path = spec.strip_prefix("file://").unwrap_or(spec);
@@ -625,12 +632,14 @@ pub fn init_plugin(
     package: Option<&Path>,
 ) -> Result<ExitCode, CliError> {
     let file = plugin_config_file(host, scope)?;
+    let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let ours = |spec: &str| is_our_plugin(&base, spec);
     if remove {
         return edit_json(
             &file,
             "plugin",
             None,
-            &|s| hooks_init::plugin::remove(s, is_our_plugin),
+            &|s| hooks_init::plugin::remove(s, ours),
             None,
         );
     }
@@ -664,12 +673,50 @@ pub fn init_plugin(
         )
         .into());
     }
-    let spec = dir.display().to_string();
-    edit_json(
+    // The user's own file names the folder as it is on this machine. The project's file is
+    // committed and read on every teammate's machine: it names the folder relative to
+    // itself (opencode resolves a spec starting with `.` against the configuration file's
+    // folder), which resolves wherever the project is checked out.
+    let spec = match scope {
+        Scope::Project => relative_spec(&base, &dir),
+        _ => dir.display().to_string(),
+    };
+    let done = edit_json(
         &file,
         "plugin",
         Some(&spec),
-        &|s| hooks_init::plugin::remove(s, is_our_plugin),
-        Some(&|s| hooks_init::plugin::install(s, &spec, is_our_plugin)),
-    )
+        &|s| hooks_init::plugin::remove(s, ours),
+        Some(&|s| hooks_init::plugin::install(s, &spec, ours)),
+    )?;
+    if scope == Scope::Project {
+        outln!(
+            "{} names the plugin relative to the project: every teammate who runs {name} here needs toolbrake's Node package, built, at {spec} (docs/opencode.md says how).{}",
+            file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            if spec.starts_with("..") {
+                " That folder is outside the project: teammates need the same layout, or install the package into the project (npm install /path/to/toolbrake-VERSION.tgz) and run init again."
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(done)
+}
+
+/// `to` as a path relative to the folder `from` (both absolute), as a plugin spec:
+/// `./…` inside it, `../…` outside. Computed on the paths' components, as opencode joins
+/// them (`path.resolve(folder, spec)`), never through the file system.
+fn relative_spec(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec![String::from(".")];
+    if common < from.len() {
+        parts = vec![String::from(".."); from.len() - common];
+    }
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
 }
