@@ -39,7 +39,7 @@ fn run(rng: &mut Rng, rungs: usize, skew: u32, noise: u64) -> Vec<u64> {
 }
 
 /// Over `draws` draws of n calibration runs and one new run: the share of draws in
-/// which the new run is harmed at the rung the calibration chose (with the rank given).
+/// which the new run is harmed at the rung the calibration chose.
 fn harmed_share(
     seed: u64,
     n: usize,
@@ -48,7 +48,6 @@ fn harmed_share(
     skew: u32,
     noise: u64,
     draws: u32,
-    rank_of: &dyn Fn(u64, Share) -> Option<u64>,
 ) -> f64 {
     let mut rng = Rng(seed | 1);
     let mut harmed = 0u32;
@@ -56,7 +55,7 @@ fn harmed_share(
         let scores: Vec<usize> = (0..n)
             .map(|_| rung_score(run(&mut rng, rungs, skew, noise).into_iter()))
             .collect();
-        let chosen = line_at_rank(&scores, alpha, rank_of).unwrap().value;
+        let chosen = line(&scores, alpha).unwrap().value;
         let new = run(&mut rng, rungs, skew, noise);
         // The loosest rung's index is `rungs`: past the ladder, no setting, no harm.
         harmed += u32::from(chosen < rungs && new[chosen] > 0);
@@ -85,7 +84,7 @@ proptest! {
         let alpha = Share::new(1, alpha_den).unwrap();
         let n = (alpha_den as usize - 1) + extra;
         let draws = 3000;
-        let share = harmed_share(seed, n, alpha, rungs, skew, noise, draws, &rank);
+        let share = harmed_share(seed, n, alpha, rungs, skew, noise, draws);
         let a = 1.0 / alpha_den as f64;
         prop_assert!(share <= a + slack(a, draws), "harmed {share} > α {a} (n {n})");
     }
