@@ -188,7 +188,7 @@ mod tests {
     fn a_run_is_asked_about_once_past_its_line_and_an_approval_lifts_it() {
         let config = BudgetConfig::from_value(Some(&json!({"enabled": true, "line": 3}))).unwrap();
         let mut st = BudgetState::default();
-        let mut next = |st: &mut BudgetState, id: &str| {
+        let next = |st: &mut BudgetState, id: &str| {
             st.count_call();
             st.check(&config, id)
         };
