@@ -46,7 +46,7 @@ function segment(s) {
 
 function nearestGate(s) {
   const n = (s.near ?? [])[0]
-  return n ? el('span', {}, bar(n.count, n.limit), ' ', el('code', {}, n.fingerprint)) : el('span', { class: 'muted' }, 'none near')
+  return n ? el('span', {}, bar(n.count, n.limit), ' ', n.doing, el('div', {}, el('code', { class: 'muted' }, n.fingerprint))) : el('span', { class: 'muted' }, 'none near')
 }
 
 function workingRow(s) {

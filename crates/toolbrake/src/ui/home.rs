@@ -202,7 +202,8 @@ pub(super) fn working_table(rows: &[Value]) -> Markup {
                         td.muted { (s["ago"].as_str().unwrap_or("")) }
                         td {
                             @if let Some(n) = s["near"].get(0) {
-                                (bar(n["count"].as_u64().unwrap_or(0), n["limit"].as_u64().unwrap_or(0))) " " code { (n["fingerprint"].as_str().unwrap_or("")) }
+                                (bar(n["count"].as_u64().unwrap_or(0), n["limit"].as_u64().unwrap_or(0))) " " (n["doing"].as_str().unwrap_or(""))
+                                div { code.muted { (n["fingerprint"].as_str().unwrap_or("")) } }
                             } @else { span.muted { "none near" } }
                         }
                         td { (s["stopped"]) }

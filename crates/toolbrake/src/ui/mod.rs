@@ -294,7 +294,7 @@ pub fn session_json(info: &SessionInfo, with_log: bool) -> Value {
         "window": b.records,
         "top_count": b.max_count,
         "streak": {"count": st.streak.count(), "call": st.streak.current_prefix()},
-        "near": near.iter().map(|(fp, c, l)| json!({"fingerprint": fp, "count": c, "limit": l})).collect::<Vec<_>>(),
+        "near": near.iter().map(|(fp, c, l)| json!({"fingerprint": fp, "count": c, "limit": l, "doing": words::action(fp)})).collect::<Vec<_>>(),
         "failure_streaks": b.failure_streaks.iter().map(|(k, n)| json!({"kind": k, "count": n})).collect::<Vec<_>>(),
         "pending_asks": b.pending_asks,
         "exemptions": b.exemptions,

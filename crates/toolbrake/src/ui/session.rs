@@ -143,7 +143,7 @@ fn body(key: &str, s: &Value) -> Markup {
             @if near.is_empty() { p.muted { "None." } }
             ul #near {
                 @for n in &near {
-                    li { (bar(n["count"].as_u64().unwrap_or(0), n["limit"].as_u64().unwrap_or(0))) " " code { (n["fingerprint"].as_str().unwrap_or("")) } }
+                    li { (bar(n["count"].as_u64().unwrap_or(0), n["limit"].as_u64().unwrap_or(0))) " " (n["doing"].as_str().unwrap_or("")) ": " code { (n["fingerprint"].as_str().unwrap_or("")) } }
                 }
             }
         }
