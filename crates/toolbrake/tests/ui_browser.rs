@@ -612,26 +612,34 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     drop(b);
     if let Some(dir) = std::env::var_os("TOOLBRAKE_KEEP_SCREENSHOTS") {
         let dir = PathBuf::from(dir);
-        for (name, url, height) in [
-            ("dashboard.png", format!("{}/", s.base), 1250),
-            ("dashboard-session.png", session_url(&s, "fix-tests"), 1500),
+        for (name, url, height, dark) in [
+            ("dashboard.png", format!("{}/", s.base), 1300, false),
+            ("dashboard-dark.png", format!("{}/", s.base), 1300, true),
+            (
+                "dashboard-session.png",
+                session_url(&s, "fix-tests"),
+                1500,
+                false,
+            ),
             (
                 "dashboard-settings.png",
                 format!("{}/settings", s.base),
                 2700,
+                false,
             ),
         ] {
             let shot = s.dir.join(name);
-            let out = headless(
-                &s.dir,
-                &format!("profile-{name}"),
-                &[
-                    format!("--window-size=1200,{height}"),
-                    "--hide-scrollbars".into(),
-                    format!("--screenshot={}", shot.display()),
-                    url,
-                ],
-            );
+            let mut args = vec![
+                format!("--window-size=1200,{height}"),
+                "--hide-scrollbars".into(),
+                format!("--screenshot={}", shot.display()),
+            ];
+            if dark {
+                // The system's dark preference, as the page sees it.
+                args.push("--blink-settings=preferredColorScheme=0".into());
+            }
+            args.push(url);
+            let out = headless(&s.dir, &format!("profile-{name}"), &args);
             assert_success(&out);
             assert_drawn_png(&shot);
             std::fs::copy(&shot, dir.join(name)).unwrap();
