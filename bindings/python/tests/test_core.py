@@ -395,6 +395,35 @@ def test_guard_records_exceptions_and_reraises_them():
     assert max(f["failures"] for f in fps) == 3
 
 
+def test_a_plain_function_failing_the_same_way_with_new_arguments_is_stopped():
+    # get_order(1..5) all fail alike: the tool itself is the failure target, so the 6th
+    # call is refused although its arguments are new (issue: the failure track only knew
+    # URL and shell targets).
+    brake = Brake({"breaker": {"on_limit": "deny"}})
+    runs = []
+
+    @brake.guard
+    def get_order(order_id: int) -> dict:
+        runs.append(order_id)
+        raise LookupError(f"order {order_id} not found")
+
+    for i in range(1, 6):
+        with pytest.raises(LookupError):
+            get_order(i)
+    with pytest.raises(ToolBrakeDenied, match="tool:get_order"):
+        get_order(6)
+    assert runs == [1, 2, 3, 4, 5]
+
+    # Failing differently each time is exploring, not looping: never stopped.
+    @brake.guard
+    def get_user(name: str) -> dict:
+        raise LookupError(f"no user named {name}")
+
+    for name in ["ann", "bob", "cat", "dan", "eve", "fay", "gus"]:
+        with pytest.raises(LookupError):
+            get_user(name)
+
+
 def test_guard_on_coroutines():
     brake = Brake()
     runs = 0

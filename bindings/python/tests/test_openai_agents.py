@@ -134,13 +134,13 @@ def test_a_failing_tool_feeds_the_failure_track() -> None:
     # the model still gets the SDK's own error text for the failure
     assert tool_outputs(model)["c0"].startswith("An error occurred while running the tool")
     fp = brake.explain("deploy", {"target": "prod"}, session="s-fail")["breaker"]["fingerprints"]
-    assert [f["failures"] for f in fp] == [2], fp
+    assert [f["failures"] for f in fp if f["kind"] == "exact"] == [2], fp
 
     # the same calls succeeding are recorded as successes
     ok = Brake()
     model = script(*calls_of("lookup", {"q": "x"}, 2))
     run(protect(Agent(name="assistant", tools=[Counter().same()], model=model), ok, session="s-ok"))
-    assert [f["failures"] for f in ok.explain("lookup", {"q": "x"}, session="s-ok")["breaker"]["fingerprints"]] == [0]
+    assert [f["failures"] for f in ok.explain("lookup", {"q": "x"}, session="s-ok")["breaker"]["fingerprints"]] == [0, 0]
 
 
 def test_conversations_do_not_interfere() -> None:

@@ -102,12 +102,17 @@ def make_agent(script: Script, capability: ToolBrake, ran: List[str], output_typ
     return agent
 
 
+def exact(brake: Brake, tool: str, args: Dict[str, Any], session: str) -> List[Dict[str, Any]]:
+    """The call's own identity (`exact:`); the tool's failure target (`tool:`) is left out."""
+    return [f for f in brake.explain(tool, args, session=session)["breaker"]["fingerprints"] if f["kind"] == "exact"]
+
+
 def counts(brake: Brake, tool: str, args: Dict[str, Any], session: str) -> List[int]:
-    return [f["count"] for f in brake.explain(tool, args, session=session)["breaker"]["fingerprints"]]
+    return [f["count"] for f in exact(brake, tool, args, session)]
 
 
 def failures(brake: Brake, tool: str, args: Dict[str, Any], session: str) -> List[int]:
-    return [f["failures"] for f in brake.explain(tool, args, session=session)["breaker"]["fingerprints"]]
+    return [f["failures"] for f in exact(brake, tool, args, session)]
 
 
 def test_third_identical_call_is_refused_and_the_model_reads_why() -> None:

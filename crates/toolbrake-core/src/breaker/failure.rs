@@ -269,6 +269,85 @@ pub fn classify_text(text: &str) -> Option<Failure> {
     None
 }
 
+/// The longest error line a shape reads, in bytes.
+const SHAPE_LINE_BYTES: usize = 240;
+
+/// The shape of a failure (docs/decisions.md, "Failure target of a plain tool"): why it
+/// failed, its code or error name, and the first non-blank line of its text with what
+/// names one instance taken out: every quoted span, and every word holding a digit (ids,
+/// counts, times, addresses). `order 17 not found` and `order 18 not found` have one shape;
+/// `user 'alice' not found` and `no such table: orders` do not share it.
+///
+/// ```
+/// use toolbrake_core::breaker::failure::{classify, shape, Outcome};
+/// let err = |t: &str| Outcome { is_error: Some(true), error_code: Some("LookupError".into()), text: Some(t.into()), ..Outcome::default() };
+/// let of = |o: &Outcome| shape(o, &classify(o, false).unwrap());
+/// assert_eq!(of(&err("order 17 not found")), of(&err("order 18 not found\nat line 3")));
+/// assert_eq!(of(&err("no row for 'alice'")), of(&err("no row for 'bob'")));
+/// assert_ne!(of(&err("order 17 not found")), of(&err("service unavailable")));
+/// ```
+pub fn shape(o: &Outcome, f: &Failure) -> crate::progress::OutputDigest {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(f.reason.as_str());
+    h.update([0]);
+    h.update(f.detail.as_deref().unwrap_or(""));
+    h.update([0]);
+    let line = o
+        .text
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut end = line.len().min(SHAPE_LINE_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    h.update(line_shape(&line[..end]));
+    let d = h.finalize();
+    crate::progress::OutputDigest(u64::from_be_bytes(d[..8].try_into().expect("8 bytes")))
+}
+
+/// [`shape`]'s reading of one line: quoted spans become `'…'`, words holding a digit `#`.
+fn line_shape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '\'' | '"' | '`') {
+            // A quoted span up to its closing quote on the line; a lone quote stays.
+            let rest: String = chars.clone().collect();
+            if let Some(close) = rest.find(c) {
+                for _ in 0..rest[..close].chars().count() + 1 {
+                    chars.next();
+                }
+                out.push_str("'…'");
+                continue;
+            }
+            out.push(c);
+        } else if c.is_alphanumeric() || c == '_' {
+            let mut word = String::from(c);
+            while let Some(&n) = chars.peek() {
+                if n.is_alphanumeric() || matches!(n, '_' | '-' | '.') {
+                    word.push(n);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            if word.chars().any(|ch| ch.is_ascii_digit()) {
+                out.push('#');
+            } else {
+                out.push_str(&word);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

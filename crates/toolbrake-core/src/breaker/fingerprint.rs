@@ -34,6 +34,11 @@ pub enum Kind {
     Family,
     /// The command word.
     Verb,
+    /// The tool itself, for a tool with no URL and no shell command (`tool:get_order`): a
+    /// failure target only, so that one tool failing the same way with ever-different
+    /// arguments is stopped like a failing host (it has no window gate unless
+    /// `limits.tool` sets one).
+    Tool,
 }
 
 impl Kind {
@@ -46,7 +51,7 @@ impl Kind {
             Kind::Sink => 3,
             Kind::Cmd => 4,
             Kind::Exact => 5,
-            Kind::Family | Kind::Verb => 6,
+            Kind::Family | Kind::Verb | Kind::Tool => 6,
         }
     }
 
@@ -82,6 +87,7 @@ impl Kind {
             "exact" => Some(Kind::Exact),
             "family" => Some(Kind::Family),
             "verb" => Some(Kind::Verb),
+            "tool" => Some(Kind::Tool),
             _ => None,
         }
     }
@@ -97,6 +103,7 @@ impl Kind {
             Kind::Exact => "exact",
             Kind::Family => "family",
             Kind::Verb => "verb",
+            Kind::Tool => "tool",
         }
     }
 }
@@ -384,7 +391,14 @@ pub(crate) fn fingerprints_with(
             }
             set.local = local && !relax;
             set.relaxed = relax;
+        } else if cfg.progress {
+            // A search, or a fetch whose argument holds no URL: a plain tool.
+            set.push(cfg, format!("tool:{tool}"));
         }
+    } else if cfg.progress {
+        // Nothing but the tool names what such a call acts on: its failure target is the
+        // tool (docs/decisions.md, "Failure target of a plain tool").
+        set.push(cfg, format!("tool:{tool}"));
     }
     Ok(set)
 }
@@ -496,13 +510,19 @@ mod tests {
                 "family:http-fetch"
             ]
         );
-        assert_eq!(texts("web_search", json!({"query": "q"})).len(), 1);
+        assert_eq!(
+            texts("web_search", json!({"query": "q"})),
+            [r#"exact:web_search:{"query":"q"}"#, "tool:web_search"]
+        );
         assert_eq!(
             texts("Read", json!({"file_path": "/x"})),
-            [r#"exact:Read:{"file_path":"/x"}"#]
+            [r#"exact:Read:{"file_path":"/x"}"#, "tool:Read"]
         );
-        assert_eq!(texts("t", json!(null)), ["exact:t:{}"]);
-        assert_eq!(texts("t", json!("s")), [r#"exact:t:{"value":"s"}"#]);
+        assert_eq!(texts("t", json!(null)), ["exact:t:{}", "tool:t"]);
+        assert_eq!(
+            texts("t", json!("s")),
+            [r#"exact:t:{"value":"s"}"#, "tool:t"]
+        );
     }
 
     #[test]

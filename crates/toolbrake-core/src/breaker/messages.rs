@@ -51,6 +51,7 @@ fn counts(fp: &str) -> &'static str {
         Kind::Sink => "every write to this destination counts, whatever it returned",
         Kind::Family => "every HTTP fetch counts, whatever it returned",
         Kind::Verb => "every run of this command counts, whatever it returned",
+        Kind::Tool => "every call of this tool counts, whatever it returned",
         Kind::Exact | Kind::Cmd | Kind::Net => "",
     }
 }

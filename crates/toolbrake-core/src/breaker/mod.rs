@@ -196,6 +196,15 @@ struct FpMeta {
     preview: RedactedCut,
 }
 
+impl FpMeta {
+    /// Whether its failures are tracked (the failure and struggle tracks): a measure with a
+    /// gate, or a plain tool's own failure target (`tool:`), which has none (and is on the
+    /// failure track only).
+    fn fails(&self) -> bool {
+        self.limit.is_some() || self.kind == Kind::Tool
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Status {
@@ -244,10 +253,20 @@ struct FailStreak {
     /// A successful mutating call ran since the last failure (progress signal).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     edited: bool,
-    /// The digest of the last failure's outcome (progress signal).
+    /// The digest of the last failure's outcome (progress signal); for a plain tool's
+    /// target (`tool:`), the last failure's shape ([`failure::shape`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     out: Option<OutputDigest>,
+    /// For a plain tool's target: the latest distinct calls (their `exact:` ids) that
+    /// failed that way in a row. Its streak counts distinct calls only, so the same call
+    /// retried is left to the call's own identity, and only a tool refusing ever-different
+    /// calls alike is stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    calls: Vec<FpId>,
 }
+
+/// The most distinct calls a plain tool's failure streak remembers.
+const MAX_STREAK_CALLS: usize = 32;
 
 /// The last outcome of one call (its `exact:` id) and how many times in a row it came back
 /// the same (progress signal, the unchanged track).
@@ -687,7 +706,7 @@ impl Breaker {
                     // Shown and stored redacted; the id was computed from the real text. A
                     // measure with no gate is never named in a message (no hit, no
                     // advisory, no failure track): it needs no preview.
-                    preview: if limit.is_some() {
+                    preview: if limit.is_some() || f.kind == Kind::Tool {
                         RedactedCut::preview(&f.text, self.cfg.preview_chars)
                     } else {
                         RedactedCut::default()
@@ -909,11 +928,24 @@ impl Breaker {
         let digest = digest.filter(|_| progress);
         let mut candidates: Vec<(&FpMeta, u32)> = Vec::new();
         let mut struggles: Vec<(&FpMeta, u32)> = Vec::new();
+        // A plain tool's failure target compares failures by their shape, not their text:
+        // `order 17 not found` then `order 18 not found` is the same failure again.
+        let shape = failure
+            .as_ref()
+            .filter(|_| progress)
+            .map(|fail| failure::shape(outcome, fail));
+        let exact = call
+            .fps
+            .iter()
+            .find(|f| f.kind == Kind::Exact)
+            .map(|f| f.id);
         for f in call
             .fps
             .iter()
-            .filter(|f| f.limit.is_some() && !st.exempt.contains(&f.id))
+            .filter(|f| f.fails() && !st.exempt.contains(&f.id))
         {
+            let tool = f.kind == Kind::Tool;
+            let digest = if tool { shape } else { digest };
             match &failure {
                 None => st.fail.retain(|s| s.fp != f.id),
                 Some(fail) => {
@@ -923,7 +955,22 @@ impl Breaker {
                             // change to the workspace, or a failure that reads differently.
                             let changed = s.out.is_some() && digest.is_some() && s.out != digest;
                             let moved = progress && (s.edited || changed);
-                            s.streak = if moved { 1 } else { s.streak.saturating_add(1) };
+                            let before = s.streak;
+                            if tool {
+                                if moved {
+                                    s.calls.clear();
+                                    s.streak = 0;
+                                }
+                                if let Some(x) = exact.filter(|x| !s.calls.contains(x)) {
+                                    if s.calls.len() >= MAX_STREAK_CALLS {
+                                        s.calls.remove(0);
+                                    }
+                                    s.calls.push(x);
+                                    s.streak = s.streak.saturating_add(1);
+                                }
+                            } else {
+                                s.streak = if moved { 1 } else { s.streak.saturating_add(1) };
+                            }
                             if progress {
                                 s.total = s.total.max(1).saturating_add(1);
                                 if !changed {
@@ -935,7 +982,14 @@ impl Breaker {
                                 }
                             }
                             s.detail = fail.clone();
-                            (s.streak, s.total)
+                            // A plain tool's streak that did not grow (the same call
+                            // again) advises nothing new.
+                            let streak = if tool && s.streak == before {
+                                0
+                            } else {
+                                s.streak
+                            };
+                            (streak, s.total)
                         }
                         None => {
                             if st.fail.len() >= MAX_TRACKED {
@@ -950,13 +1004,17 @@ impl Breaker {
                                 stale: progress as u32,
                                 edited: false,
                                 out: digest,
+                                calls: exact.filter(|_| tool).into_iter().collect(),
                             });
                             (1, 1)
                         }
                     };
                     if self.cfg.fail_warn_at == Some(streak) {
                         candidates.push((f, streak));
-                    } else if progress && total > streak && self.cfg.struggle_warn_at == Some(total)
+                    } else if progress
+                        && !tool
+                        && total > streak
+                        && self.cfg.struggle_warn_at == Some(total)
                     {
                         struggles.push((f, total));
                     }
@@ -1244,8 +1302,13 @@ impl Breaker {
         if let Some(fail_limit) = self.cfg.fail_limit {
             for f in fps
                 .iter()
-                .filter(|f| f.limit.is_some() && !st.exempt.contains(&f.id))
+                .filter(|f| f.fails() && !st.exempt.contains(&f.id))
             {
+                // The call's own failure (its exact or command identity) says it better
+                // than the tool's.
+                if f.kind == Kind::Tool && !out.is_empty() {
+                    continue;
+                }
                 if let Some(s) = st.streak(f.id).filter(|s| s.streak >= fail_limit) {
                     out.push(IdHit {
                         id: f.id,
@@ -1270,9 +1333,11 @@ impl Breaker {
         ) {
             for f in fps
                 .iter()
-                .filter(|f| f.limit.is_some() && !st.exempt.contains(&f.id))
+                .filter(|f| f.fails() && !st.exempt.contains(&f.id))
             {
-                if out.iter().any(|h| h.id == f.id) {
+                // A plain tool's target is on the failure track only: the struggle is
+                // the call's own.
+                if out.iter().any(|h| h.id == f.id) || f.kind == Kind::Tool {
                     continue;
                 }
                 if let Some(s) = st.streak(f.id).filter(|s| s.stale >= ask_at) {
