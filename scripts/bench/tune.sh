@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Wall time and peak memory of `toolbrake tune`: the default sweep (about 30 settings) over
-# ~100k events of recorded runs (the bundled corpus as protocol events, 21 copies), and a
-# replay of the same input for comparison (one setting). Three runs each, the median.
+# ~100k events of recorded runs (the bundled corpus as protocol events, 21 copies),
+# `toolbrake tune --calibrate` (the calibration ladder, about 10 settings, and the
+# split-conformal promise) over the same input, and a replay of the same input for
+# comparison (one setting). Three runs each, the median.
 # Usage: scripts/bench/tune.sh (from the repo root).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,4 +24,6 @@ measure() { # label, command...
   sort -n "$tmp/$label.runs" | awk -v l="$label" -v ev="$events" -v n="$settings" 'NR==2 {printf "%s: median %.2f s, %.0f setting-events/s, peak RSS %.1f MiB\n", l, $1, ev*n/($1>0?$1:0.001), $2/1024}'
 }
 measure "tune_all_cores" "$bin" tune "$tmp/events.jsonl"
+# Calibration reads `toolbrake feedback` marks from the store: none here.
+TOOLBRAKE_STATE="$tmp/none.db" measure "tune_calibrate" "$bin" tune --calibrate "$tmp/events.jsonl"
 measure "replay_report" "$bin" replay --report "$tmp/events.jsonl"
