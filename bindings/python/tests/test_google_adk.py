@@ -392,7 +392,7 @@ def test_ask_pauses_the_run_for_adk_confirmation(confirmed):
         request = confirmation_request(events)
         assert c.runs == 3  # the fourth call waits for the user
         hint = request.args["toolConfirmation"]["hint"]
-        assert hint.startswith("repeat-tool-breaker: this call is about to be blocked as a repeat")
+        assert hint.startswith("toolbrake: this call is about to be blocked as a repeat")
         asked = len(model.requests)
         await turn(runner, sid, confirm(request, confirmed))
         return asked

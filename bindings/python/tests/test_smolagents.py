@@ -303,7 +303,7 @@ def test_ask_goes_to_the_brakes_approver(kind, approve):
 
     model = ScriptedModel(steps(kind, "ping", {"x": 1}, 4))
     build(kind, protect_tools([c.ping], Brake(ASKS, approver=approver), session="s"), model).run("ping")
-    assert len(asked) == 1 and asked[0].startswith("repeat-tool-breaker: this call is about to be blocked")
+    assert len(asked) == 1 and asked[0].startswith("toolbrake: this call is about to be blocked")
     assert c.runs == (4 if approve else 3)
     assert ("REPEAT_TOOL_BLOCKED" in model.seen[4]) is (not approve)
 

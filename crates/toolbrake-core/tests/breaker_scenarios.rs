@@ -178,15 +178,21 @@ fn an_approved_ask_exempts_the_hit_for_the_rest_of_the_turn() {
     let d = again(&mut s, 11);
     assert_eq!(d.verdict, Verdict::Ask);
     let reason = d.message.unwrap();
+    // The operator reads plain words: what each hit stands for, not its fingerprint.
     assert!(
-        reason.contains("repeat-tool-breaker: this call is about to be blocked as a repeat:\n"),
+        reason.starts_with("toolbrake: this call is about to be blocked as a repeat:\n"),
         "{reason}"
     );
     assert!(
-        reason.contains("\n  - net:api.example.com/v1/x 12/12\n"),
+        reason.contains(
+            "\n  - the address api.example.com/v1/x: this would be the 12th time, and the limit is 12\n"
+        ),
         "{reason}"
     );
     assert!(reason.contains("REST OF THIS TURN"));
+    for jargon in ["measures", "exact:", "net:", "cmd:", "repeat-tool-breaker"] {
+        assert!(!reason.contains(jargon), "{jargon} in {reason}");
+    }
     let id = s.last_id();
     let d = s.engine.answer(&mut s.st, &id, true).unwrap();
     assert!(d.runs(), "{:?}", d);
@@ -473,4 +479,25 @@ fn the_operators_timeline_shows_recent_decisions_redacted_with_outcomes() {
         !text.contains(secret),
         "stored state never holds the secret"
     );
+}
+
+#[test]
+fn seed_mode_asks_in_the_original_plugins_words() {
+    let mut s = Session::new(json!({"streak": {"enabled": false}, "breaker": {"progress": false}}));
+    repeated(&mut s, 11);
+    let d = again(&mut s, 11);
+    assert_eq!(d.verdict, Verdict::Ask);
+    let reason = d.message.unwrap();
+    assert!(
+        reason.starts_with("repeat-tool-breaker: this call is about to be blocked as a repeat:\n"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("\n  - net:api.example.com/v1/x 12/12\n"),
+        "{reason}"
+    );
+    assert!(reason.ends_with(
+        "Approve to stop counting these measures for the REST OF THIS TURN (later identical calls are allowed). \
+         Decline to keep them blocked until your next message."
+    ));
 }

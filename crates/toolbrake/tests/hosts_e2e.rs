@@ -519,7 +519,7 @@ fn copilot_cli_an_ask_in_prompt_mode_is_refused_and_the_model_reads_why() {
     let results = chat_tool_results(&requests(&mock));
     assert_eq!(results.len(), 2, "{results:#?}");
     assert!(
-        results[1].starts_with("Denied by preToolUse hook (unable to ask user for confirmation): repeat-tool-breaker: this call is about to be blocked as a repeat"),
+        results[1].starts_with("Denied by preToolUse hook (unable to ask user for confirmation): toolbrake: this call is about to be blocked as a repeat"),
         "{}",
         results[1]
     );
@@ -536,7 +536,7 @@ fn qwen_code_an_ask_headless_is_not_run_and_the_model_reads_why() {
     let results = chat_tool_results(&requests(&mock));
     assert_eq!(results.len(), 2, "{results:#?}");
     assert!(
-        results[1].starts_with("repeat-tool-breaker: this call is about to be blocked as a repeat"),
+        results[1].starts_with("toolbrake: this call is about to be blocked as a repeat"),
         "{}",
         results[1]
     );

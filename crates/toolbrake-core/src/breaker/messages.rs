@@ -178,47 +178,171 @@ fn cycle_line(h: &Hit) -> String {
     )
 }
 
-/// The reason shown to the operator when a call is about to be gated.
-pub fn ask_reason(hits: &[Hit]) -> String {
+/// A fingerprint in the words of someone who has never seen one: `exact:get_order:{"id":1}`
+/// is `the same call: get_order {"id":1}`, `host:api.example.com` is `calls to
+/// api.example.com`. What follows the kind is kept as it was previewed (redacted, cut).
+///
+/// ```
+/// use toolbrake_core::breaker::messages::in_words;
+/// assert_eq!(in_words(r#"exact:get_order:{"id":1}"#), r#"the same call: get_order {"id":1}"#);
+/// assert_eq!(in_words("host:api.example.com"), "any call to api.example.com");
+/// assert_eq!(in_words("tool:get_order"), "get_order, whatever its arguments");
+/// assert_eq!(in_words("Bearer x:y"), "Bearer x:y");
+/// ```
+pub fn in_words(fp: &str) -> String {
+    let Some(kind) = Kind::named(fp) else {
+        return fp.to_string();
+    };
+    let rest = &fp[kind.as_str().len() + 1..];
+    match kind {
+        Kind::Exact => match rest.split_once(':') {
+            Some((tool, args)) if args == "{}" => format!("the same call: {tool} (no arguments)"),
+            Some((tool, args)) => format!("the same call: {tool} {args}"),
+            None => format!("the same call: {rest}"),
+        },
+        Kind::Cmd => {
+            let command = rest.split_once(':').map_or(rest, |(_, c)| c);
+            format!("the command `{command}` (however its volatile flags change)")
+        }
+        Kind::Net => format!("the address {rest}"),
+        Kind::Host => format!("any call to {rest}"),
+        Kind::Site => format!("any call to the site {rest}"),
+        Kind::Sink => format!("any output written to {rest}"),
+        Kind::Family => "any HTTP fetch".to_string(),
+        Kind::Verb => format!("any run of `{rest}`"),
+        Kind::Tool => format!("{rest}, whatever its arguments"),
+    }
+}
+
+/// One action a fingerprint names, quoted (`bash {"command":"ls"}`, `` `pytest -x` ``), for
+/// texts that already say it is the same action ([`in_words`] for any other kind).
+pub fn action_in_words(fp: &str) -> String {
+    match Kind::named(fp) {
+        Some(Kind::Exact) => {
+            let rest = &fp["exact:".len()..];
+            match rest.split_once(':') {
+                Some((tool, args)) => format!("`{tool} {args}`"),
+                None => format!("`{rest}`"),
+            }
+        }
+        Some(Kind::Cmd) => {
+            let rest = &fp["cmd:".len()..];
+            format!("`{}`", rest.split_once(':').map_or(rest, |(_, c)| c))
+        }
+        _ => in_words(fp),
+    }
+}
+
+/// The header of one kind of hit in an ask: the seed's words in seed mode, the product's
+/// name otherwise.
+fn ask_header(s: &mut String, progress: bool, what: &str) {
+    s.push_str(if progress {
+        "toolbrake: "
+    } else {
+        "repeat-tool-breaker: "
+    });
+    s.push_str(what);
+    s.push('\n');
+}
+
+/// The reason shown to the operator when a call is about to be gated. `progress` off (seed
+/// mode) speaks the original plugin's words; on, the same in plain words: what each hit
+/// stands for instead of its fingerprint, and no "measures".
+pub fn ask_reason(hits: &[Hit], progress: bool) -> String {
     let mut s = String::new();
+    let fp = |h: &Hit| {
+        if progress {
+            in_words(&h.fingerprint)
+        } else {
+            h.fingerprint.clone()
+        }
+    };
     if failure_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call is about to be blocked because its target keeps FAILING:\n");
+        ask_header(
+            &mut s,
+            progress,
+            "this call is about to be blocked because its target keeps FAILING:",
+        );
         for h in failure_hits(hits) {
-            let _ = writeln!(s, "  - {} {} consecutive failures", h.fingerprint, h.count);
+            if progress {
+                let why = h
+                    .failure
+                    .as_ref()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default();
+                let _ = writeln!(s, "  - {}: {} failures in a row{why}", fp(h), h.count);
+            } else {
+                let _ = writeln!(s, "  - {} {} consecutive failures", h.fingerprint, h.count);
+            }
         }
     }
     if struggle_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call keeps FAILING although the agent changed things between the runs:\n");
+        ask_header(
+            &mut s,
+            progress,
+            "this call keeps FAILING although the agent changed things between the runs:",
+        );
         for h in struggle_hits(hits) {
             let _ = writeln!(
                 s,
-                "  - {} {} failures the same way since it last succeeded",
-                h.fingerprint, h.count
+                "  - {}{} {} failures the same way since it last succeeded",
+                fp(h),
+                if progress { ":" } else { "" },
+                h.count
             );
         }
     }
     if unchanged_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call keeps returning the SAME result, whatever the agent changed between the runs:\n");
+        ask_header(&mut s, progress, "this call keeps returning the SAME result, whatever the agent changed between the runs:");
         for h in unchanged_hits(hits) {
-            let _ = writeln!(s, "  - {}", unchanged_line(h));
+            let shown = Hit {
+                fingerprint: fp(h),
+                ..h.clone()
+            };
+            let _ = writeln!(s, "  - {}", unchanged_line(&shown));
         }
     }
     if repeat_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call is about to be blocked as a repeat:\n");
+        ask_header(
+            &mut s,
+            progress,
+            "this call is about to be blocked as a repeat:",
+        );
         for h in repeat_hits(hits) {
-            let _ = writeln!(s, "  - {} {}/{}", h.fingerprint, h.count, h.limit);
+            if progress {
+                let _ = writeln!(
+                    s,
+                    "  - {}: this would be the {} time, and the limit is {}",
+                    fp(h),
+                    ordinal(h.count),
+                    h.limit
+                );
+            } else {
+                let _ = writeln!(s, "  - {} {}/{}", h.fingerprint, h.count, h.limit);
+            }
         }
     }
     if cycle_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call is about to be blocked as a cycle:\n");
+        ask_header(
+            &mut s,
+            progress,
+            "this call is about to be blocked as a cycle:",
+        );
         for h in cycle_hits(hits) {
-            let _ = writeln!(s, "  - {}", cycle_line(h));
+            let shown = Hit {
+                fingerprint: fp(h),
+                ..h.clone()
+            };
+            let _ = writeln!(s, "  - {}", cycle_line(&shown));
         }
     }
-    s.push_str(
+    s.push_str(if progress {
+        "Approve to let these calls run for the REST OF THIS TURN (later identical calls are allowed). \
+         Decline to keep them blocked until your next message."
+    } else {
         "Approve to stop counting these measures for the REST OF THIS TURN (later identical calls are allowed). \
-         Decline to keep them blocked until your next message.",
-    );
+         Decline to keep them blocked until your next message."
+    });
     s
 }
 

@@ -724,7 +724,7 @@ impl Breaker {
             return match prev_status {
                 Status::Ran => BreakerVerdict::Proceed { advisory: None },
                 Status::Pending { hits, .. } => BreakerVerdict::Ask {
-                    reason: same_output::ask_reason(tool, &hits),
+                    reason: same_output::ask_reason(tool, &hits, self.cfg.progress),
                     hits,
                 },
                 Status::Denied => {
@@ -761,7 +761,7 @@ impl Breaker {
         if self.cfg.on_limit == OnLimit::Ask && !any_refused {
             let ids: Vec<FpId> = blocking.iter().map(|h| h.id).collect();
             let hits: Vec<Hit> = blocking.into_iter().map(|h| h.hit).collect();
-            let reason = same_output::ask_reason(tool, &hits);
+            let reason = same_output::ask_reason(tool, &hits, self.cfg.progress);
             st.push_inflight(Inflight {
                 id: call_id.to_string(),
                 tool: tool.to_string(),

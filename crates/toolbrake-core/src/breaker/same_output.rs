@@ -286,15 +286,20 @@ fn line(tool: &str, h: &Hit) -> String {
 
 /// The reason an operator reads ([`messages::ask_reason`], with the same-output hits
 /// first).
-pub(super) fn ask_reason(tool: &str, hits: &[Hit]) -> String {
+pub(super) fn ask_reason(tool: &str, hits: &[Hit], progress: bool) -> String {
     let mut s = String::new();
     if same_output_hits(hits).next().is_some() {
-        s.push_str("repeat-tool-breaker: this call repeats, spelled differently, a call that keeps returning the SAME output:\n");
+        // The track exists only with the progress signal on: it speaks plain words.
+        s.push_str("toolbrake: this call repeats, spelled differently, a call that keeps returning the SAME output:\n");
         for h in same_output_hits(hits) {
-            let _ = writeln!(s, "  - {}", line(tool, h));
+            let shown = Hit {
+                fingerprint: messages::action_in_words(&h.fingerprint),
+                ..h.clone()
+            };
+            let _ = writeln!(s, "  - {}", line(tool, &shown));
         }
     }
-    s.push_str(&messages::ask_reason(hits));
+    s.push_str(&messages::ask_reason(hits, progress));
     s
 }
 
