@@ -11,19 +11,29 @@ use serde_json::json;
 use std::time::Instant;
 use toolbrake_core::{Call, Config, Engine, Outcome};
 use toolbrake_store::testing::{RedisCluster, RedisServer};
-use toolbrake_store::{update, RedisOptions, RedisStore};
+use toolbrake_store::{update, MemoryStore, RedisOptions, RedisStore, Store};
 
-fn commands_processed(url: &str) -> u64 {
+/// The server's command counts: every command (those a script calls included), the
+/// scripts run (`EVALSHA`, `EVAL`) and the blocking waits (`BLPOP`).
+fn commands_processed(url: &str) -> [u64; 3] {
     let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
-    info.lines()
+    let info: String = redis::cmd("INFO").arg("all").query(&mut c).unwrap();
+    let calls = |cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|v| v.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let total = info
+        .lines()
         .find_map(|l| l.strip_prefix("total_commands_processed:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+        .unwrap();
+    [total, calls("evalsha") + calls("eval"), calls("blpop")]
 }
 
 /// One client's decisions on `session`, kept below the gates (a user message every 50).
-fn decide(store: &RedisStore, engine: &Engine, session: &str, c: usize, per_client: usize) {
+fn decide(store: &dyn Store, engine: &Engine, session: &str, c: usize, per_client: usize) {
     for i in 0..per_client {
         let args =
             json!({"command": format!("curl -s https://api.example.com/v1/items?page={}", i % 7)});
@@ -46,7 +56,7 @@ fn decide(store: &RedisStore, engine: &Engine, session: &str, c: usize, per_clie
     }
 }
 
-fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) -> (f64, f64) {
+fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) -> (f64, [f64; 3]) {
     let engine = Engine::new(Config::default());
     let before = commands_processed(&server.url());
     let start = Instant::now();
@@ -71,8 +81,9 @@ fn run(server: &RedisServer, clients: usize, per_client: usize, shared: bool) ->
     });
     let secs = start.elapsed().as_secs_f64();
     let decisions = (clients * per_client) as f64;
-    let cmds = (commands_processed(&server.url()) - before) as f64;
-    (decisions / secs, cmds / decisions)
+    let after = commands_processed(&server.url());
+    let per = |i: usize| (after[i] - before[i]) as f64 / decisions;
+    (decisions / secs, [per(0), per(1), per(2)])
 }
 
 /// Decisions per second on `opts`' store: `clients` threads, each on its own session.
@@ -94,16 +105,36 @@ fn rate(opts: &RedisOptions, clients: usize, per_client: usize) -> f64 {
 fn main() {
     let server = RedisServer::start();
     let _ = Outcome::default();
-    println!("clients  session   decisions/s  redis commands/decision");
+    // The engine's own time: the same decisions on the in-process store, one thread.
+    let engine = Engine::new(Config::default());
+    let memory = MemoryStore::new();
+    let start = Instant::now();
+    decide(&memory, &engine, "alone", 0, 20_000);
+    println!(
+        "the same decisions in process (memory store, 1 thread): {:.0}/s",
+        20_000.0 / start.elapsed().as_secs_f64()
+    );
+    println!("per decision: commands = every command the server ran (those inside scripts");
+    println!("included), scripts = EVALSHA/EVAL, waits = BLPOP (pipelined with a script)");
+    println!("clients  session   decisions/s  commands  scripts  waits");
     for clients in [1, 8, 32] {
         for shared in [false, true] {
-            let (rate, cmds) = run(&server, clients, 2000, shared);
+            let (rate, [cmds, scripts, waits]) = run(&server, clients, 2000, shared);
             println!(
-                "{clients:>7}  {:<8} {rate:>12.0}  {cmds:>10.2}",
+                "{clients:>7}  {:<8} {rate:>12.0}  {cmds:>8.2}  {scripts:>7.2}  {waits:>5.2}",
                 if shared { "shared" } else { "own" }
             );
         }
     }
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let state: Vec<u8> = redis::cmd("GET")
+        .arg("toolbrake:{shared}")
+        .query(&mut c)
+        .unwrap();
+    println!("the shared session's stored state: {} bytes", state.len());
     let cluster = RedisCluster::start(3);
     let one = RedisOptions {
         url: server.url(),

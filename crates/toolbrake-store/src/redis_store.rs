@@ -1,32 +1,28 @@
 //! Shared state on Redis (and Valkey, KeyDB, Redis Cluster): one key per session holding
 //! its serialised state, so every process and machine of a fleet sees one session's counts.
 //!
-//! Key layout: `<prefix>{<session>}`. The braces are a Redis Cluster hash tag: a session's
-//! key always lands on one slot, and every operation touches one key.
+//! Key layout: `<prefix>{<session>}` holds the state, a plain string with a TTL;
+//! `<prefix>lock:{<session>}` and `<prefix>wake:{<session>}` (short-lived) order the
+//! writers of a contended session. The braces are a Redis Cluster hash tag: every key of
+//! one session lands on one slot, so a script may touch them together.
 //!
 //! Redis Cluster: with [`RedisOptions::cluster`] set, the store speaks to a cluster through
 //! the `redis` crate's cluster client, which follows `MOVED` and `ASK` redirections (a
-//! resharding in the middle of a run loses nothing). A transaction cannot span the
-//! cluster client's routing, so there an update is a compare-and-set script on the one key
-//! (the old value travels back with the new one); listing scans every primary.
+//! resharding in the middle of a run loses nothing); listing scans every primary.
 //!
-//! Atomicity (one server): optimistic, with `WATCH` / `MULTI` / `EXEC` and a bounded retry. The
-//! read-modify-write logic is the engine, which is Rust: a server-side script cannot run
-//! it. A compare-and-set script would have to receive the old state back as an argument
-//! (doubling the bytes per decision) or keep a separate version field; `WATCH` costs no
-//! extra bytes, keeps the value a plain string with a TTL, and works on one key in Cluster.
-//! Uncontended, a decision costs two round trips: `WATCH`+`GET` pipelined, then
-//! `MULTI`+`SET PX`+`EXEC` pipelined. A conflicting write makes `EXEC` return nil and
-//! nothing is written, so a half-applied update cannot exist; the update is re-run on the
-//! fresh value.
+//! Atomicity: the read-modify-write logic is the engine, which is Rust, so a server-side
+//! script cannot run it; each update's write is one compare-and-set script instead, the
+//! same on one server and on a cluster, and a contended session queues its writers on the
+//! server rather than retrying them (`redis_store/update.rs` tells how). Uncontended, an update costs one
+//! round trip (two in a process that has not written the session yet).
 //!
-//! Counters: an update's tally is added by a script (`COUNT`, `HINCRBY` on a counters hash,
-//! the tool names kept in a set bounded by [`crate::MAX_TOOLS`]) inside the same
-//! `MULTI`/`EXEC` as the session's `SET`, so it lands exactly when the state does. On a
-//! cluster a script may only touch keys of one slot: each slot a session lives on gets its
-//! own counters hash and tool set (`<prefix>counters:{<tag>}`, the tag found once per slot
-//! so that the key lands on the session's slot; at most 16,384 of each, never expiring),
-//! updated by the compare-and-set script itself; [`Store::counters`] sums them all.
+//! Counters: an update's tally is added by the same script that writes the state
+//! (`HINCRBY` on a counters hash, the tool names kept in a set bounded by
+//! [`crate::MAX_TOOLS`]), so it lands exactly when the state does. On a cluster a script
+//! may only touch keys of one slot: each slot a session lives on gets its own counters hash
+//! and tool set (`<prefix>counters:{<tag>}`, the tag found once per slot so that the key
+//! lands on the session's slot; at most 16,384 of each, never expiring);
+//! [`Store::counters`] sums them all.
 //!
 //! Expiry: every write sets the key's TTL to `idle_ttl`, so idle sessions expire in Redis.
 //! Reconnection: a connection that fails is dropped and the next operation connects again,
@@ -40,24 +36,23 @@
 //! operation's deadline. The client library awaits every reply of a pipeline for the
 //! whole timeout (a hung server that still accepts connections held a hook for twice
 //! `connect_timeout`, one for each reply of the connection's setup, and an open connection
-//! for twice `command_timeout` at `WATCH`+`GET`), so on one server the store connects and
+//! for twice `command_timeout` at a pipeline of two replies), so on one server the store connects and
 //! awaits replies itself ([`Until`]). On a cluster the deadline bounds
 //! each step the store takes; the cluster client's own redirections and reconnections
 //! within a step keep its per-reply timeouts. Listing and counting (`list`, `counters`,
 //! the scans) read many keys and give each round trip a deadline of its own.
 
-use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
+use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally};
 use redis::cluster_routing::Slot;
-use redis::Value as RValue;
-use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::net::ToSocketAddrs;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use toolbrake_core::SessionState;
 
-/// Optimistic retries before an update gives up (each retry follows a real conflict).
-pub const MAX_RETRIES: u32 = 200;
+mod conn;
+mod update;
+
+use conn::{connect, left, Deadline, Until};
 
 /// Options of the Redis store.
 #[derive(Debug, Clone)]
@@ -114,76 +109,6 @@ enum Backend {
     },
 }
 
-/// Compare-and-set of one session key, for a cluster: writes `ARGV[3]` with a TTL of
-/// `ARGV[4]` ms only if the key still holds `ARGV[2]` (or is absent, when `ARGV[1]` is 0).
-const CAS: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if (ARGV[1] == '0' and cur == false) or (ARGV[1] == '1' and cur == ARGV[2]) then
-  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-  return 1
-end
-return 0
-";
-
-/// The Lua function both counting scripts share: adds the increments of `ARGV` from
-/// `first` on (per increment: the amount, the series, the tool (empty when none) and the
-/// series with the tool folded into `other`) to the counters hash `hash`, keeping at most
-/// `max` tools under their own name in the set `tools`.
-macro_rules! count_fn {
-    () => {
-        r"
-local function count(hash, tools, max, first)
-  for i = first, #ARGV, 4 do
-    local field = ARGV[i + 1]
-    local tool = ARGV[i + 2]
-    if tool ~= '' and redis.call('SISMEMBER', tools, tool) == 0 then
-      if redis.call('SCARD', tools) < max then
-        redis.call('SADD', tools, tool)
-      else
-        field = ARGV[i + 3]
-      end
-    end
-    redis.call('HINCRBY', hash, field, ARGV[i])
-  end
-end
-"
-    };
-}
-
-/// Adds a tally to the counters: `KEYS[1]` the counters hash, `KEYS[2]` the set of tools
-/// counted under their own name, `ARGV[1]` that set's bound, the increments from `ARGV[2]`.
-const COUNT: &str = concat!(
-    count_fn!(),
-    "count(KEYS[1], KEYS[2], tonumber(ARGV[1]), 2)\nreturn 1\n"
-);
-
-/// [`CAS`] and then, only if it wrote, the counting on the slot's counters (`KEYS[2]`,
-/// `KEYS[3]`; `ARGV[5]` the bound, the increments from `ARGV[6]`): one script, one slot.
-const CAS_COUNT: &str = concat!(
-    count_fn!(),
-    r"
-local cur = redis.call('GET', KEYS[1])
-if not ((ARGV[1] == '0' and cur == false) or (ARGV[1] == '1' and cur == ARGV[2])) then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-count(KEYS[2], KEYS[3], tonumber(ARGV[5]), 6)
-return 1
-"
-);
-
-/// A tally as script arguments (after the bound): amount, series, tool, folded series.
-fn tally_args(cmd: &mut redis::Cmd, tally: &Tally) {
-    cmd.arg(MAX_TOOLS);
-    for inc in tally.incs() {
-        let (tool, other) = match &inc.tool {
-            Some((t, o)) => (t.as_str(), o.as_str()),
-            None => ("", inc.key.as_str()),
-        };
-        cmd.arg(inc.n).arg(&inc.key).arg(tool).arg(other);
-    }
-}
-
 /// Session state in Redis.
 pub struct RedisStore {
     backend: Backend,
@@ -192,6 +117,9 @@ pub struct RedisStore {
     warnings: Mutex<Vec<String>>,
     /// Per cluster slot, the hash tag that puts a counters key on that slot.
     tags: Mutex<HashMap<Slot, String>>,
+    scripts: update::Scripts,
+    /// The last state written for a few sessions (the uncontended update's base).
+    cache: Mutex<update::Cache>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -243,6 +171,8 @@ impl RedisStore {
             name,
             warnings: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
+            scripts: update::Scripts::new(),
+            cache: Mutex::new(update::Cache::default()),
         })
     }
 
@@ -288,6 +218,8 @@ impl RedisStore {
             name,
             warnings: Mutex::new(Vec::new()),
             tags: Mutex::new(HashMap::new()),
+            scripts: update::Scripts::new(),
+            cache: Mutex::new(update::Cache::default()),
         })
     }
 
@@ -404,12 +336,7 @@ impl RedisStore {
                 let by = deadline.commands_by();
                 let c = guard.as_mut().expect("connected above");
                 let r = f(&mut Until { conn: c, by });
-                self.settle(r, &mut guard, |c| {
-                    // Leave no WATCH behind on a connection we keep.
-                    redis::cmd("UNWATCH")
-                        .exec(&mut Until { conn: c, by })
-                        .is_ok()
-                })
+                self.settle(r, &mut guard)
             }
             Backend::Cluster { client, conn } => {
                 let mut guard: MutexGuard<'_, Option<redis::cluster::ClusterConnection>> =
@@ -428,18 +355,16 @@ impl RedisStore {
                     c.set_write_timeout(bound)?;
                     f(c)
                 });
-                self.settle(r, &mut guard, |_| true)
+                self.settle(r, &mut guard)
             }
         }
     }
 
-    /// The result of one operation; a broken connection (or one `keep` could not clean)
-    /// is dropped for the next call.
+    /// The result of one operation; a broken connection is dropped for the next call.
     fn settle<T, C>(
         &self,
         r: redis::RedisResult<T>,
         guard: &mut Option<C>,
-        keep: impl FnOnce(&mut C) -> bool,
     ) -> Result<T, StoreError> {
         match r {
             Ok(v) => Ok(v),
@@ -450,10 +375,6 @@ impl RedisStore {
                     || e.is_unrecoverable_error()
                 {
                     *guard = None;
-                } else if let Some(c) = guard.as_mut() {
-                    if !keep(c) {
-                        *guard = None;
-                    }
                 }
                 Err(self.command_failed(e))
             }
@@ -462,22 +383,6 @@ impl RedisStore {
 
     fn decode(&self, bytes: &[u8]) -> SessionState {
         crate::decode_or_warn(bytes, &self.name, &self.warnings)
-    }
-
-    /// The session's next state as stored bytes: `f` applied to the current one (or to a
-    /// fresh state when the key is absent).
-    fn next_state(
-        &self,
-        current: Option<&[u8]>,
-        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
-        tally: &mut Tally,
-    ) -> redis::RedisResult<Vec<u8>> {
-        let mut state = current.map(|b| self.decode(b)).unwrap_or_default();
-        tally.clear();
-        f(&mut state, tally);
-        serde_json::to_vec(&state).map_err(|e| {
-            redis::RedisError::from((redis::ErrorKind::Client, "encode", e.to_string()))
-        })
     }
 }
 
@@ -489,82 +394,7 @@ impl Store for RedisStore {
         session: &str,
         f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
-        let key = self.key(session);
-        let ttl = self.ttl_ms();
-        let cluster = self.is_cluster();
-        let (counters, tools) = self.counter_keys(&key);
-        let cas = redis::Script::new(CAS);
-        let cas_count = redis::Script::new(CAS_COUNT);
-        let mut tally = Tally::new();
-        // One deadline for every attempt.
-        let deadline = Deadline::new(&self.opts);
-        for attempt in 0..MAX_RETRIES {
-            let committed = if cluster {
-                self.with_conn_by(&deadline, |c| {
-                    let current: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(c)?;
-                    let bytes = self.next_state(current.as_deref(), f, &mut tally)?;
-                    let script = if tally.is_empty() { &cas } else { &cas_count };
-                    let mut inv = script.key(&key);
-                    if !tally.is_empty() {
-                        inv.key(&counters).key(&tools);
-                    }
-                    inv.arg(if current.is_some() { "1" } else { "0" })
-                        .arg(current.unwrap_or_default())
-                        .arg(bytes)
-                        .arg(ttl);
-                    if !tally.is_empty() {
-                        inv.arg(MAX_TOOLS);
-                        for inc in tally.incs() {
-                            let (tool, other) = match &inc.tool {
-                                Some((t, o)) => (t.as_str(), o.as_str()),
-                                None => ("", inc.key.as_str()),
-                            };
-                            inv.arg(inc.n).arg(&inc.key).arg(tool).arg(other);
-                        }
-                    }
-                    let done: i64 = inv.invoke(c)?;
-                    Ok(done == 1)
-                })?
-            } else {
-                self.with_conn_by(&deadline, |c| {
-                    let (current,): (Option<Vec<u8>>,) = redis::pipe()
-                        .cmd("WATCH")
-                        .arg(&key)
-                        .ignore()
-                        .cmd("GET")
-                        .arg(&key)
-                        .query(c)?;
-                    let bytes = self.next_state(current.as_deref(), f, &mut tally)?;
-                    let mut pipe = redis::pipe();
-                    pipe.atomic()
-                        .cmd("SET")
-                        .arg(&key)
-                        .arg(bytes)
-                        .arg("PX")
-                        .arg(ttl);
-                    if !tally.is_empty() {
-                        // The script's text, not its digest: inside MULTI a NOSCRIPT
-                        // error would not undo the SET.
-                        let mut eval = redis::cmd("EVAL");
-                        eval.arg(COUNT).arg(2).arg(&counters).arg(&tools);
-                        tally_args(&mut eval, &tally);
-                        pipe.add_command(eval);
-                    }
-                    let exec: RValue = pipe.query(c)?;
-                    Ok(!matches!(exec, RValue::Nil))
-                })?
-            };
-            if committed {
-                return Ok(());
-            }
-            // Someone else wrote the session between our GET and EXEC: back off a little
-            // (growing, with jitter from the clock) and run the update again.
-            let spin = (attempt.min(10) as u64 + 1) * 50 + (now_ms() % 50);
-            std::thread::sleep(Duration::from_micros(spin));
-        }
-        Err(self.err(format!(
-            "update of one session conflicted {MAX_RETRIES} times in a row; giving up"
-        )))
+        self.update_session(session, f)
     }
 
     fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
@@ -574,8 +404,8 @@ impl Store for RedisStore {
         // On a cluster, the bucket of an arbitrary slot (the tag of any session named ``).
         let (counters, tools) = self.counter_keys(&self.key(""));
         let mut eval = redis::cmd("EVAL");
-        eval.arg(COUNT).arg(2).arg(&counters).arg(&tools);
-        tally_args(&mut eval, tally);
+        eval.arg(update::COUNT).arg(2).arg(&counters).arg(&tools);
+        update::tally_args(&mut eval, tally);
         self.with_conn(|c| eval.query::<i64>(c))?;
         Ok(())
     }
@@ -617,6 +447,10 @@ impl Store for RedisStore {
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(session);
         let key = self.key(session);
         let n: i64 = self.with_conn(|c| redis::cmd("DEL").arg(&key).query(c))?;
         Ok(n > 0)
@@ -780,246 +614,4 @@ impl RedisStore {
         let v = c.route_command(cmd, routing).map_err(|e| self.caused(e))?;
         redis::FromRedisValue::from_redis_value(v).map_err(|e| self.caused(e))
     }
-}
-
-/// When one store operation must be done: connecting by `connect_by`, its commands by
-/// [`Deadline::commands_by`], both never past the operation's deadline (the larger of
-/// `connect_timeout` and `command_timeout` after it started).
-struct Deadline {
-    /// The operation's deadline.
-    by: Instant,
-    /// Connecting gives up then.
-    connect_by: Instant,
-    command_timeout: Duration,
-    /// Set when the first command is sent.
-    commands_by: OnceCell<Instant>,
-}
-
-/// `d` after `t`, or a year after when that is past what an `Instant` holds.
-fn after(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d)
-        .unwrap_or_else(|| t + Duration::from_secs(365 * 24 * 3600))
-}
-
-impl Deadline {
-    fn new(opts: &RedisOptions) -> Self {
-        let now = Instant::now();
-        let by = after(now, opts.connect_timeout.max(opts.command_timeout));
-        Deadline {
-            by,
-            connect_by: after(now, opts.connect_timeout).min(by),
-            command_timeout: opts.command_timeout,
-            commands_by: OnceCell::new(),
-        }
-    }
-
-    /// The commands' deadline: `command_timeout` after the first of them, at the latest
-    /// the operation's.
-    fn commands_by(&self) -> Instant {
-        *self
-            .commands_by
-            .get_or_init(|| after(Instant::now(), self.command_timeout).min(self.by))
-    }
-}
-
-/// What is left until `by`, or a timeout error once it has passed.
-fn left(by: Instant) -> redis::RedisResult<Duration> {
-    let left = by.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the store operation's deadline passed",
-        )
-        .into());
-    }
-    Ok(left)
-}
-
-/// A server's connection whose every write and reply is awaited only until `by`: the
-/// client's own `Connection` awaits each reply of a pipeline for the whole timeout.
-struct Until<'c> {
-    conn: &'c mut redis::Connection,
-    by: Instant,
-}
-
-impl Until<'_> {
-    fn send(&mut self, bytes: &[u8]) -> redis::RedisResult<()> {
-        self.conn.set_write_timeout(Some(left(self.by)?))?;
-        self.conn.send_packed_command(bytes)
-    }
-
-    /// The next reply (push messages, which are no reply, skipped).
-    fn reply(&mut self) -> redis::RedisResult<RValue> {
-        loop {
-            self.conn.set_read_timeout(Some(left(self.by)?))?;
-            match self.conn.recv_response()? {
-                RValue::Push { .. } => continue,
-                v => return Ok(v),
-            }
-        }
-    }
-}
-
-impl redis::ConnectionLike for Until<'_> {
-    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<RValue> {
-        self.send(cmd)?;
-        self.reply()
-    }
-
-    /// The replies from `offset` on; a server error among the first `offset` (the
-    /// commands a transaction queued) fails the whole, once every reply is read. A
-    /// timeout or broken connection stops at once (the caller drops the connection).
-    fn req_packed_commands(
-        &mut self,
-        cmd: &[u8],
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisResult<Vec<RValue>> {
-        self.send(cmd)?;
-        let mut out = Vec::with_capacity(count);
-        let mut queued_error = None;
-        for i in 0..offset + count {
-            match self.reply()? {
-                RValue::ServerError(e) if i < offset => {
-                    queued_error.get_or_insert(e);
-                }
-                v if i >= offset => out.push(v),
-                _ => {}
-            }
-        }
-        match queued_error {
-            Some(e) => Err(e.into()),
-            None => Ok(out),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        self.conn.get_db()
-    }
-
-    fn check_connection(&mut self) -> bool {
-        redis::cmd("PING").query::<String>(self).is_ok()
-    }
-
-    fn is_open(&self) -> bool {
-        self.conn.is_open()
-    }
-}
-
-/// Connects to one server by `by`: TCP to each of the host's addresses in turn with what
-/// is left (TLS with it), then the setup (`AUTH`, `SELECT`, the client's name) through
-/// [`Until`]. The client library would give each address the whole timeout and await each
-/// reply of its setup for it too.
-fn connect(info: &redis::ConnectionInfo, by: Instant) -> redis::RedisResult<redis::Connection> {
-    let settings = info.redis_settings();
-    let resp3 = settings.protocol().supports_resp3();
-    // Nothing for the library to set up but, with RESP3, its HELLO (which authenticates,
-    // in one reply).
-    let mut bare = redis::RedisConnectionInfo::default()
-        .set_protocol(settings.protocol())
-        .set_skip_set_lib_name();
-    if resp3 {
-        if let Some(u) = settings.username() {
-            bare = bare.set_username(u);
-        }
-        if let Some(p) = settings.password() {
-            bare = bare.set_password(p);
-        }
-    }
-    let bare = info.clone().set_redis_settings(bare);
-    let mut conn = match info.addr() {
-        redis::ConnectionAddr::Tcp(host, port) => {
-            let mut last = None;
-            let mut found = None;
-            for addr in (host.as_str(), *port).to_socket_addrs()? {
-                let one = bare
-                    .clone()
-                    .set_addr(redis::ConnectionAddr::Tcp(addr.ip().to_string(), *port));
-                match redis::Client::open(one)?.get_connection_with_timeout(left(by)?) {
-                    Ok(c) => {
-                        found = Some(c);
-                        break;
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            match (found, last) {
-                (Some(c), _) => c,
-                (None, Some(e)) => return Err(e),
-                (None, None) => {
-                    return Err((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "could not resolve to any addresses",
-                    )
-                        .into())
-                }
-            }
-        }
-        _ => redis::Client::open(bare)?.get_connection_with_timeout(left(by)?)?,
-    };
-    let mut until = Until {
-        conn: &mut conn,
-        by,
-    };
-    // With a user name first; a server before Redis 6 takes the password alone.
-    for with_user in [true, false] {
-        let mut setup = redis::pipe();
-        let auth = match settings.password().filter(|_| !resp3) {
-            Some(password) => {
-                let mut cmd = redis::cmd("AUTH");
-                if let Some(user) = settings.username().filter(|_| with_user) {
-                    cmd.arg(user);
-                }
-                setup.add_command(cmd.arg(password).to_owned());
-                Some(0)
-            }
-            None => None,
-        };
-        let select = (settings.db() != 0).then(|| {
-            setup.cmd("SELECT").arg(settings.db());
-            setup.len() - 1
-        });
-        // The client's name, as the library sends it (a server that does not know the
-        // command answers an error, which is ignored).
-        if !settings.skip_set_lib_name() {
-            setup
-                .cmd("CLIENT")
-                .arg("SETINFO")
-                .arg("LIB-NAME")
-                .arg(settings.lib_name().unwrap_or("toolbrake"));
-            setup
-                .cmd("CLIENT")
-                .arg("SETINFO")
-                .arg("LIB-VER")
-                .arg(settings.lib_ver().unwrap_or(env!("CARGO_PKG_VERSION")));
-        }
-        if setup.is_empty() {
-            break;
-        }
-        let replies = redis::ConnectionLike::req_packed_commands(
-            &mut until,
-            &setup.get_packed_pipeline(),
-            0,
-            setup.len(),
-        )?;
-        if let Some(RValue::ServerError(e)) = auth.and_then(|i| replies.get(i)) {
-            let old_server = with_user
-                && settings.username().is_some()
-                && e.details()
-                    .is_some_and(|d| d.contains("wrong number of arguments for 'auth' command"));
-            if old_server {
-                continue;
-            }
-            return Err((
-                redis::ErrorKind::AuthenticationFailed,
-                "Password authentication failed",
-            )
-                .into());
-        }
-        if let Some(RValue::ServerError(e)) = select.and_then(|i| replies.get(i)) {
-            return Err(e.clone().into());
-        }
-        break;
-    }
-    Ok(conn)
 }

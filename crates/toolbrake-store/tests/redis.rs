@@ -138,6 +138,65 @@ fn eight_writers_times_a_thousand_decisions_lose_no_update() {
     );
 }
 
+/// A writer that died holding a contended session's lock (its lease is left on the
+/// server) delays the next update by at most that lease, and an update written by another
+/// process meanwhile is not lost: the write compares the stored state, not the lock.
+#[test]
+fn a_writer_that_died_holding_the_lock_delays_by_its_lease_and_loses_nothing() {
+    let server = Server::start();
+    let a = store(&server, "t9:");
+    let b = store(&server, "t9:");
+    update(&a, "s", |st| st.streak = Default::default()).unwrap();
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // b writes behind a's back: a's remembered state is stale.
+    let args = json!({"command": "echo"});
+    let engine = Engine::new(Config::default());
+    let _ = update(&b, "s", |st| {
+        engine.pre(
+            st,
+            &Call {
+                session: "s",
+                id: "b1",
+                tool: "Bash",
+                args: &args,
+            },
+        )
+    })
+    .unwrap();
+    // A holder that died: its lock stays for 300 ms.
+    let _: () = redis::cmd("SET")
+        .arg("t9:lock:{s}")
+        .arg("gone")
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
+    let start = Instant::now();
+    let _ = update(&a, "s", |st| {
+        engine.pre(
+            st,
+            &Call {
+                session: "s",
+                id: "a1",
+                tool: "Bash",
+                args: &args,
+            },
+        )
+    })
+    .unwrap();
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(200), "waited {waited:?}");
+    assert!(waited < Duration::from_millis(1500), "waited {waited:?}");
+    assert_eq!(
+        a.get("s").unwrap().unwrap().streak.count(),
+        2,
+        "b's update and a's both kept"
+    );
+}
+
 #[test]
 fn a_redis_restart_is_survived_and_the_outage_is_a_clear_error() {
     let server = Server::start();
