@@ -74,6 +74,10 @@ fn the_debian_package_installs_and_runs_the_quick_start() {
         "./usr/share/zsh/vendor-completions/_toolbrake",
         "./usr/share/fish/vendor_completions.d/toolbrake.fish",
         "./usr/share/man/man1/toolbrake.1.gz",
+        // The README's links resolve beside it.
+        "./usr/share/doc/toolbrake/README.md",
+        "./usr/share/doc/toolbrake/docs/configuration.md",
+        "./usr/share/doc/toolbrake/docs/dashboard.png",
     ] {
         assert!(contents.contains(f), "{f} in {contents}");
     }
