@@ -209,3 +209,35 @@ fn the_same_call_retried_counts_once_for_the_tool() {
         d.message
     );
 }
+
+#[test]
+fn failed_edits_with_new_content_have_no_tool_wide_target() {
+    // An edit's arguments are the change itself: each attempt with new content is a new
+    // change, and its rejection (a linter, a line range) is feedback on that content, not a
+    // target that stays down. The same edit retried is still its own exact: streak.
+    let mut s = deny();
+    for i in 0..8 {
+        let d = s.run(
+            "edit",
+            json!({"command": format!("edit 1:{i}\nclass Foo {{ int x = {i}; }}")}),
+            failed("Your proposed edit has introduced new syntax error(s)."),
+        );
+        assert!(d.runs(), "edit {i}: {:?}", d.message);
+    }
+    let args = json!({"command": "edit 1:9\nx"});
+    let call = toolbrake_core::Call {
+        session: "s1",
+        id: "x",
+        tool: "edit",
+        args: &args,
+    };
+    let signals = s.engine.signals(&s.st, &call).unwrap();
+    let kinds: Vec<&str> = signals
+        .breaker
+        .unwrap()
+        .fingerprints
+        .iter()
+        .map(|f| f.kind)
+        .collect();
+    assert_eq!(kinds, ["exact"], "explain shows what judging uses");
+}

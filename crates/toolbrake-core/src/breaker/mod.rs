@@ -669,14 +669,16 @@ impl Breaker {
         if !self.judges(tool) {
             return Ok(None);
         }
-        Ok(Some(PreparedCall {
-            set: fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?,
-            fx: if self.cfg.progress {
-                mutation::effects(&self.cfg.tools, tool, args)
-            } else {
-                mutation::Effects::default()
-            },
-        }))
+        let mut set = fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?;
+        let fx = if self.cfg.progress {
+            mutation::effects(&self.cfg.tools, tool, args)
+        } else {
+            mutation::Effects::default()
+        };
+        if fx.mutating {
+            set.fps.retain(|f| f.kind != Kind::Tool);
+        }
+        Ok(Some(PreparedCall { set, fx }))
     }
 
     /// Judges a call prepared by [`Breaker::prepare`] (of this breaker, or of one whose
@@ -802,7 +804,11 @@ impl Breaker {
         tool: &str,
         args: &Value,
     ) -> Result<BreakerSignals, CanonicalError> {
-        let set = fingerprints(&self.cfg, tool, args)?;
+        let mut set = fingerprints(&self.cfg, tool, args)?;
+        if self.cfg.progress && mutation::effects(&self.cfg.tools, tool, args).mutating {
+            // As judging sees it (`prepare`): an edit has no tool-wide failure target.
+            set.fps.retain(|f| f.kind != Kind::Tool);
+        }
         let mut exempt = false;
         let fps = set
             .fps
