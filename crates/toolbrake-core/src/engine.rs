@@ -186,9 +186,9 @@ struct CallRecord {
     /// to tell a reused id from the same call seen twice.
     #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
     digest: u32,
-    /// For a call stopped (denied or asked): what the same call returned the last time it
-    /// ran, when the output memory held it, to judge the call's own output if it runs or is
-    /// replayed anyway.
+    /// What the same call returned the last time it ran, when the output memory held it: for
+    /// a call stopped (denied or asked), to judge its own output if it runs or is replayed
+    /// anyway; for a call that runs, to tell the timeline its output same or new.
     #[serde(default, rename = "b", skip_serializing_if = "Option::is_none")]
     before: Option<OutputDigest>,
     /// The call was asked about (it stays a stopped call once approved).
@@ -222,6 +222,14 @@ pub struct LogEntry {
     /// `ok`, `failed` or `aborted` once the outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// What its output was, when the breaker remembers outputs and the outcome said
+    /// something: `same` as the last time the same call ran (waste), or `new` (new
+    /// information, or nothing remembered of it), judged as [`progress::judge_stopped`]
+    /// judges a stopped call.
+    ///
+    /// [`progress::judge_stopped`]: crate::progress::judge_stopped
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned: Option<String>,
 }
 
 /// What the engines' signals say of one call in a session ([`Engine::signals`]).
@@ -262,6 +270,14 @@ pub struct SessionState {
     /// The run-level line's count of the whole run (`[budget]`).
     #[serde(default, skip_serializing_if = "crate::budget::BudgetState::is_empty")]
     budget: crate::budget::BudgetState,
+    /// Asks of this session by what became of them: `[approved, declined, unanswered]`
+    /// (settled as declined by a later event), since the session began.
+    #[serde(default, skip_serializing_if = "no_asks")]
+    asks: [u32; 3],
+}
+
+fn no_asks(a: &[u32; 3]) -> bool {
+    *a == [0; 3]
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -286,8 +302,8 @@ impl SessionState {
         });
     }
 
-    /// Remembers, for a call just stopped, what the same call returned last (kept from the
-    /// first time it was stopped, when it is judged again).
+    /// Remembers, for a call just judged, what the same call returned last (kept from the
+    /// first time it was judged, when it is judged again); `asked`: it was asked about.
     fn note_stopped(&mut self, id: &str, before: Option<OutputDigest>, asked: bool) {
         if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
             c.before = c.before.or(before);
@@ -357,6 +373,7 @@ impl SessionState {
             preview: cut(preview),
             near: near.map(|(fp, c, l)| (cut(fp), c, l)),
             outcome: None,
+            returned: None,
         };
         if let Some(e) = self.log.iter_mut().find(|e| e.call == d.id) {
             *e = entry;
@@ -368,10 +385,23 @@ impl SessionState {
         self.log.push_back(entry);
     }
 
-    fn note_outcome(&mut self, call_id: &str, outcome: &str) {
+    fn note_outcome(&mut self, call_id: &str, outcome: Option<&str>, returned: Option<Stopped>) {
         if let Some(e) = self.log.iter_mut().rev().find(|e| e.call == call_id) {
-            e.outcome = Some(outcome.to_string());
+            e.outcome = outcome.map(str::to_string).or(e.outcome.take());
+            e.returned = returned.map(|r| match r {
+                Stopped::Waste => "same".to_string(),
+                Stopped::NewInformation => "new".to_string(),
+            });
         }
+    }
+
+    /// Asks of this session by what became of them: `[approved, declined, unanswered]`.
+    pub fn asks(&self) -> [u32; 3] {
+        self.asks
+    }
+
+    fn count_ask(&mut self, answer: usize) {
+        self.asks[answer] = self.asks[answer].saturating_add(1);
     }
 
     fn count_stop(&mut self, verdict: Verdict) {
@@ -406,6 +436,10 @@ pub struct Prepared {
     shell_http: Option<String>,
     /// The breaker's fingerprints; `None` when it does not judge the tool.
     breaker: Option<crate::breaker::PreparedCall>,
+    /// The key of the breaker's output memory for object arguments of a tool it judges
+    /// with the progress signal on: the `exact:` id (its hash, the streak's in toolbrake
+    /// mode), to tell a call's output the same as last time or new.
+    exact: Option<crate::breaker::fingerprint::FpId>,
 }
 
 impl Engine {
@@ -438,6 +472,7 @@ impl Engine {
             let _ = self.breaker.answer(&mut st.breaker, &id, false);
             st.record(&id, CallStatus::Denied, 0);
             st.count_stop(Verdict::Deny);
+            st.count_ask(2);
             if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
                 e.verdict = Verdict::Deny;
             }
@@ -451,6 +486,7 @@ impl Engine {
                 st.budget.answer(&id, false);
                 st.record(&id, CallStatus::Denied, 0);
                 st.count_stop(Verdict::Deny);
+                st.count_ask(2);
                 if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
                     e.verdict = Verdict::Deny;
                 }
@@ -542,7 +578,20 @@ impl Engine {
             Some(_) => full,
             None => self.streak_digest(call, &full)?,
         };
+        let remembers = self.breaker.config().progress() && self.breaker.judges(call.tool);
+        let exact_id = match (&exact, call.args) {
+            _ if !remembers => None,
+            (Some(_), _) => Some(full),
+            (None, Value::Object(_)) if self.streak.config().progress() => Some(streak_digest),
+            (None, Value::Object(_)) => Some(crate::canonical::call_digest_without(
+                call.tool,
+                call.args,
+                self.breaker.config().ignored_keys(call.tool),
+            )?),
+            (None, _) => None,
+        };
         Ok(Prepared {
+            exact: exact_id.map(|h| crate::breaker::fingerprint::FpId::of_exact(&h)),
             digest: u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1),
             streak_digest,
             shell_http: self.breaker.shell_http(call.tool, call.args),
@@ -651,6 +700,13 @@ impl Engine {
         if matches!(d.verdict, Verdict::Ask | Verdict::Deny) {
             let before = self.last_output(st, call);
             st.note_stopped(call.id, before, d.verdict == Verdict::Ask);
+        } else if self.breaker.config().progress() && self.breaker.judges(call.tool) {
+            // What the same call returned last, to tell its own output same or new.
+            let before = match prepared.exact {
+                Some(id) => st.breaker.last_output(id),
+                None => self.last_output(st, call),
+            };
+            st.note_stopped(call.id, before, false);
         }
         st.note(&d, call.tool, || self.exact_preview(call));
         Ok(d)
@@ -755,6 +811,7 @@ impl Engine {
             }
         };
         st.count_stop(d.verdict);
+        st.count_ask(if approved { 0 } else { 1 });
         st.record(call_id, status, 0);
         if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == call_id) {
             e.verdict = d.verdict;
@@ -806,6 +863,7 @@ impl Engine {
             p.stopped = crate::progress::judge_stopped(digest(), before);
         }
         if st.status(call_id) == Some(CallStatus::Denied) {
+            st.note_outcome(call_id, None, p.stopped);
             p.ignored = Some("denied");
             // The call is closed: both engines forget its id, which may name a new call now.
             let _ = self.breaker.post(&mut st.breaker, call_id, outcome, None);
@@ -813,6 +871,13 @@ impl Engine {
             return Ok(p);
         }
         let digest = if progress { digest() } else { None };
+        let returned = st
+            .calls
+            .iter()
+            .find(|c| c.id == call_id)
+            .zip(st.log.iter().rev().find(|e| e.call == call_id))
+            .filter(|(_, e)| self.breaker.config().progress() && self.breaker.judges(&e.tool))
+            .and_then(|(c, _)| crate::progress::judge_stopped(digest, c.before));
         self.streak.observe(&mut st.streak, call_id, digest);
         let r = self.breaker.post(&mut st.breaker, call_id, outcome, digest);
         let shown = if outcome.aborted == Some(true) {
@@ -822,7 +887,7 @@ impl Engine {
         } else {
             "ok"
         };
-        st.note_outcome(call_id, shown);
+        st.note_outcome(call_id, Some(shown), returned);
         self.close(st, call_id);
         if r.ignored {
             p.ignored = Some("denied");
