@@ -196,7 +196,7 @@ pub fn in_words(fp: &str) -> String {
     let rest = &fp[kind.as_str().len() + 1..];
     match kind {
         Kind::Exact => match rest.split_once(':') {
-            Some((tool, args)) if args == "{}" => format!("the same call: {tool} (no arguments)"),
+            Some((tool, "{}")) => format!("the same call: {tool} (no arguments)"),
             Some((tool, args)) => format!("the same call: {tool} {args}"),
             None => format!("the same call: {rest}"),
         },
