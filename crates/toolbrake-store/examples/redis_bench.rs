@@ -130,11 +130,17 @@ fn main() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let state: Vec<u8> = redis::cmd("GET")
-        .arg("toolbrake:{shared}")
-        .query(&mut c)
-        .unwrap();
-    println!("the shared session's stored state: {} bytes", state.len());
+    let mut len = |key: &str| -> usize {
+        let state: Vec<u8> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
+        state.len()
+    };
+    // These decisions are `pre` alone (no `post`): every call stays open up to the
+    // engine's bound, so an own session's state ends near its largest.
+    println!(
+        "stored state: own session {} bytes, the shared session {} bytes",
+        len("toolbrake:{client-0}"),
+        len("toolbrake:{shared}")
+    );
     let cluster = RedisCluster::start(3);
     let one = RedisOptions {
         url: server.url(),
