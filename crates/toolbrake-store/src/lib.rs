@@ -3,7 +3,7 @@
 //!
 //! The engines are pure functions over a session's state; a [`Store`] decides where that
 //! state is kept and how an update is made atomic (a mutex in memory, a transaction in
-//! SQLite, an optimistic retry in Redis). The contract is one closure-based
+//! SQLite, a compare-and-set script in Redis). The contract is one closure-based
 //! read-modify-write per session, after governor's `StateStore`: the algorithm never sees
 //! the storage, and the storage never sees the algorithm.
 #![deny(missing_docs)]
