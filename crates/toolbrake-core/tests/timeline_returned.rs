@@ -139,7 +139,8 @@ fn asks_are_counted_by_their_answer() {
         tool: "Read",
         args: &args,
     };
-    s.engine.pre(&mut s.st, &call).unwrap();
+    let d = s.engine.pre(&mut s.st, &call).unwrap();
+    assert!(d.runs());
     assert_eq!(s.st.asks(), [1, 1, 1]);
     let v = serde_json::to_value(&s.st).unwrap();
     assert_eq!(v["asks"], json!([1, 1, 1]));
