@@ -485,6 +485,25 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     );
     let asks = b.eval("document.getElementById('chart-asks').getAttribute('aria-label')");
     assert_eq!(asks, "Asks: approved 1, declined 1, unanswered 0.");
+    // The asks per day: today's column holds the approved and the declined ask, from the
+    // sessions' own counts (the page and its JSON agree).
+    let per_day = b.eval("document.getElementById('chart-asks-days').getAttribute('aria-label')");
+    let per_day = per_day.as_str().unwrap();
+    assert!(
+        per_day.starts_with("Asks per day, last 7 days: ")
+            && per_day.ends_with(": 1 approved, 1 declined, 0 unanswered."),
+        "{per_day}"
+    );
+    let titles =
+        b.eval("[...document.querySelectorAll('#chart-asks-days title')].map(t => t.textContent)");
+    assert_eq!(titles.as_array().unwrap().len(), 2, "{titles}");
+    let o = b.eval("fetch('/api/overview').then(r => r.json())");
+    let today = o["per_day"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        today["asks"],
+        json!({"approved": 1, "declined": 1, "unanswered": 0}),
+        "{today}"
+    );
     let tools = b.eval("[...document.querySelectorAll('#tools tbody tr')].map(r => r.innerText.replace(/\\s+/g, ' ').trim())");
     assert_eq!(tools[0], "Bash 3 2 0", "{tools}");
     // The page's script keeps it live: a new session appears without a reload.
@@ -541,6 +560,61 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     );
     let edits = b.eval("document.querySelectorAll('#chart-calls .f-edit').length");
     assert_eq!(edits, 6, "the edits are marked");
+    // What each call returned: the test's failure over and over is waste, each edit (a
+    // new change) new information; the picture, its words and the API say the same.
+    let returned = b.eval(
+        "[...document.querySelectorAll('#chart-calls g')].map(g => [g.querySelector('title').textContent, g.dataset.returned ?? null])",
+    );
+    let returned = returned.as_array().unwrap();
+    let of = |tool: &str, r: &str| {
+        returned
+            .iter()
+            .filter(|m| m[0].as_str().unwrap().starts_with(tool) && m[1] == r)
+            .count()
+    };
+    assert!(
+        of("Bash", "same") >= 3,
+        "repeated failures are waste: {returned:?}"
+    );
+    assert_eq!(of("Edit", "new"), 6, "edits are new: {returned:?}");
+    // The test's one new output: its first run after the person wrote again (a new turn
+    // starts the breaker's memory afresh, so nothing was remembered of it).
+    assert_eq!(of("Bash", "new"), 1, "{returned:?}");
+    assert_eq!(of("Edit", "same"), 0, "{returned:?}");
+    assert_eq!(
+        b.eval("document.querySelectorAll('#chart-calls .r-same').length"),
+        json!(of("Bash", "same"))
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#chart-calls .r-new').length"),
+        json!(7)
+    );
+    let words = b.eval("document.getElementById('chart-calls').getAttribute('aria-label')");
+    assert!(
+        words.as_str().unwrap().ends_with(&format!(
+            "{} returned the same as last time (waste), 7 something new.",
+            of("Bash", "same")
+        )),
+        "{words}"
+    );
+    let legend = b.eval("document.querySelector('#chart-calls ~ ul.legend').textContent");
+    assert!(
+        legend
+            .as_str()
+            .unwrap()
+            .contains("waste: returned the same as last time")
+            && legend.as_str().unwrap().contains("new information"),
+        "{legend}"
+    );
+    let api = b.eval("fetch('/api/sessions/fix-tests').then(r => r.json())");
+    let api: Vec<Option<&str>> = api["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["returned"].as_str())
+        .collect();
+    let page: Vec<Option<&str>> = returned.iter().map(|m| m[1].as_str()).collect();
+    assert_eq!(api, page, "the API holds what the picture draws");
 
     b.open(&format!("{}/settings", s.base));
     let origin =

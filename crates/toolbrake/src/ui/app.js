@@ -85,7 +85,7 @@ async function refreshSession() {
       el('td', {}, e.tool),
       el('td', {}, el('code', {}, e.preview)),
       el('td', {}, e.near ? el('span', {}, bar(e.near[1], e.near[2]), ' ', el('code', {}, e.near[0])) : ''),
-      el('td', {}, e.outcome ?? '—'),
+      el('td', {}, e.outcome ?? '—', e.returned ? el('div', { class: 'muted' }, e.returned === 'same' ? 'same as last time (waste)' : 'new information') : ''),
     ),
   )
   body.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5, class: 'muted' }, 'No decisions recorded.'))]))

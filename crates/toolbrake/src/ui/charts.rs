@@ -94,6 +94,9 @@ pub(super) struct Mark<'a> {
     pub outcome: Option<&'a str>,
     /// The call changed files (an edit or a write).
     pub edit: bool,
+    /// What it returned, where known: `same` as the last time the same call ran (waste),
+    /// or `new` (new information).
+    pub returned: Option<&'a str>,
     /// What the tooltip says of it.
     pub title: String,
 }
@@ -101,7 +104,8 @@ pub(super) struct Mark<'a> {
 /// A session's calls over time: one mark per call, oldest on the left; its colour and
 /// shape the verdict (a circle allowed, a diamond advised, a square asked, a cross
 /// stopped), a ring around it the outcome (green ran fine, red failed), a teal
-/// triangle above it an edit.
+/// triangle above it an edit, and below it what it returned: a grey bar the same as last
+/// time (waste), a blue dot something new.
 pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
     let h = 86.0;
     let n = marks.len().max(1) as f64;
@@ -113,7 +117,7 @@ pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
             @for (i, mk) in marks.iter().enumerate() {
                 @let cx = 10.0 + step * (i as f64 + 0.5);
                 @let class = format!("f-{}", mk.verdict);
-                g data-verdict=(mk.verdict) {
+                g data-verdict=(mk.verdict) data-returned=[mk.returned] {
                     title { (mk.title) }
                     @match mk.outcome {
                         Some("ok") => { circle.s-ok cx=(fmt(cx)) cy=(cy) r="13" fill="none" {} }
@@ -130,6 +134,11 @@ pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
                     }
                     @if mk.edit {
                         path.f-edit d=(format!("M{} 8l6 10h-12z", fmt(cx))) {}
+                    }
+                    @match mk.returned {
+                        Some("same") => { rect.f-muted.r-same x=(fmt(cx - 7.0)) y=(cy + 17.0) width="14" height="4" {} }
+                        Some("new") => { circle.f-saved.r-new cx=(fmt(cx)) cy=(cy + 19.0) r="3.5" {} }
+                        _ => {}
                     }
                     text x=(fmt(cx)) y=(h - 4.0) text-anchor="middle" { (i + 1) }
                 }
@@ -234,24 +243,27 @@ mod tests {
     }
 
     #[test]
-    fn a_strip_draws_each_call_by_verdict_outcome_and_edit() {
+    fn a_strip_draws_each_call_by_verdict_outcome_edit_and_what_it_returned() {
         let marks = [
             Mark {
                 verdict: "allow",
                 outcome: Some("failed"),
                 edit: false,
+                returned: Some("same"),
                 title: "1".into(),
             },
             Mark {
                 verdict: "deny",
                 outcome: None,
                 edit: false,
+                returned: None,
                 title: "2".into(),
             },
             Mark {
                 verdict: "allow",
                 outcome: Some("ok"),
                 edit: true,
+                returned: Some("new"),
                 title: "3".into(),
             },
         ];
@@ -259,6 +271,9 @@ mod tests {
         assert_eq!(svg.matches("data-verdict=\"deny\"").count(), 1);
         assert_eq!(svg.matches("class=\"s-failed\"").count(), 1);
         assert_eq!(svg.matches("class=\"f-edit\"").count(), 1);
+        assert_eq!(svg.matches("data-returned=\"same\"").count(), 1);
+        assert_eq!(svg.matches("r-same").count(), 1);
+        assert_eq!(svg.matches("r-new").count(), 1);
         assert_eq!(fmt(1.50), "1.5");
         assert_eq!(fmt(2.0), "2");
     }

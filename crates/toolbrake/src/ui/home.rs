@@ -4,8 +4,9 @@
 //! from the sessions the store holds, each counted at its last activity: the store keeps
 //! no timestamp per decision, and sessions stay for `[store] idle_ttl` (7 days by
 //! default), so the 7 days are what the store still remembers. A session reset or
-//! forgotten leaves the charts. The asks and the tools come from the store's counters
-//! (since the store was made). docs/dashboard.md says the same.
+//! forgotten leaves the charts. The asks per day are each session's asks by their answer
+//! (kept in its state), counted the same way. The asks' totals and the tools come from the
+//! store's counters (since the store was made). docs/dashboard.md says the same.
 
 use super::charts::{self, Series};
 use super::layout::{bar, layout, legend, segment};
@@ -47,6 +48,24 @@ fn buckets(list: &[SessionInfo], now: u64, width: u64, n: u64) -> Vec<(u64, u64,
         let slot = &mut out[(b - first) as usize];
         slot.1 += 1;
         slot.2 += stopped;
+    }
+    out
+}
+
+/// Each session's asks by their answer (`[approved, declined, unanswered]`), per bucket of
+/// `width` ms ending with the one holding `now`, oldest first: `n` buckets.
+fn ask_buckets(list: &[SessionInfo], now: u64, width: u64, n: u64) -> Vec<[u64; 3]> {
+    let last = now / width;
+    let first = last + 1 - n;
+    let mut out = vec![[0u64; 3]; n as usize];
+    for s in list {
+        let b = s.last_activity_ms / width;
+        if b < first || b > last {
+            continue;
+        }
+        for (slot, v) in out[(b - first) as usize].iter_mut().zip(s.state.asks()) {
+            *slot += u64::from(v);
+        }
     }
     out
 }
@@ -145,6 +164,10 @@ pub(super) fn overview(list: &[SessionInfo], c: &Counters, now: u64, store: &str
             .map(|(start, st, saved)| json!({"start_ms": start, "sessions_stopped": st, "calls_saved": saved}))
             .collect()
     };
+    let mut per_day = series(&days);
+    for (row, [yes, no, none]) in per_day.iter_mut().zip(ask_buckets(list, now, DAY_MS, 7)) {
+        row["asks"] = json!({"approved": yes, "declined": no, "unanswered": none});
+    }
     let last = |ms: u64| {
         list.iter()
             .filter(|i| now.saturating_sub(i.last_activity_ms) <= ms)
@@ -168,7 +191,7 @@ pub(super) fn overview(list: &[SessionInfo], c: &Counters, now: u64, store: &str
         "working": working,
         "recent_stops": recent,
         "per_hour": series(&hours),
-        "per_day": series(&days),
+        "per_day": per_day,
         "asks": {"approved": asks("approved"), "declined": asks("declined"), "unanswered": asks("unanswered")},
         "stopped_outcomes": {"waste": judged("waste"), "new_information": judged("new_information")},
         "looping_tools": looping_tools(c, 6),
@@ -230,6 +253,42 @@ fn columns_of(rows: &Value, label: fn(u64) -> String) -> Vec<(String, Vec<u64>)>
         .collect()
 }
 
+/// The asks per day as columns: approved, declined, unanswered.
+fn ask_columns(rows: &Value) -> Vec<(String, Vec<u64>)> {
+    rows.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let a = &r["asks"];
+            (
+                day_label(r["start_ms"].as_u64().unwrap_or(0)),
+                ["approved", "declined", "unanswered"]
+                    .iter()
+                    .map(|k| a[k].as_u64().unwrap_or(0))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn asks_in_words(cols: &[(String, Vec<u64>)]) -> String {
+    let parts: Vec<String> = cols
+        .iter()
+        .filter(|(_, v)| v.iter().any(|x| *x > 0))
+        .map(|(l, v)| {
+            format!(
+                "{l}: {} approved, {} declined, {} unanswered",
+                v[0], v[1], v[2]
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        "Asks per day, last 7 days: none.".to_string()
+    } else {
+        format!("Asks per day, last 7 days: {}.", parts.join("; "))
+    }
+}
+
 fn in_words(what: &str, cols: &[(String, Vec<u64>)]) -> String {
     let parts: Vec<String> = cols
         .iter()
@@ -265,6 +324,21 @@ pub(super) async fn home_page(State(ui): State<Shared>) -> Response {
         .take(24)
         .rev()
         .collect();
+    let ask_days = ask_columns(&o["per_day"]);
+    let ask_series = [
+        Series {
+            class: "allow",
+            name: "approved",
+        },
+        Series {
+            class: "deny",
+            name: "declined",
+        },
+        Series {
+            class: "muted",
+            name: "unanswered",
+        },
+    ];
     let a = &o["asks"];
     let ask_rows = [
         ("allow", "approved", a["approved"].as_u64().unwrap_or(0)),
@@ -327,6 +401,9 @@ pub(super) async fn home_page(State(ui): State<Shared>) -> Response {
             }
             section.card aria-labelledby="h-asks" {
                 h2 #h-asks { "Asks, and what you answered" }
+                (charts::columns("chart-asks-days", &asks_in_words(&ask_days), &ask_days, &ask_series, 1))
+                (legend(&[("allow", "approved"), ("deny", "declined"), ("muted", "unanswered (settled as declined)")]))
+                p.muted { "Per day of each session's last call, last 7 days. Since the store was made:" }
                 (charts::hbars("chart-asks", &format!("Asks: {}.", words(&ask_rows)), &ask_rows))
                 h2 { "What the stopped calls would have returned" }
                 (charts::hbars("chart-outcomes", &format!("Stopped calls whose output is known: {}.", words(&outcome_rows)), &outcome_rows))

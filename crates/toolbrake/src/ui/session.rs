@@ -31,32 +31,47 @@ fn marks(log: &[Value]) -> Vec<Mark<'_>> {
             let outcome = e["outcome"].as_str();
             let preview = e["preview"].as_str().unwrap_or("");
             let edit = classes.is_mutating(tool, &preview_args(preview));
+            let returned = e["returned"].as_str();
             let title = format!(
-                "{tool}: {verdict}{}{}",
+                "{tool}: {verdict}{}{}{}",
                 outcome.map(|o| format!(", {o}")).unwrap_or_default(),
+                returned.map(returned_words).unwrap_or_default(),
                 if edit { ", an edit" } else { "" }
             );
             Mark {
                 verdict,
                 outcome,
                 edit,
+                returned,
                 title,
             }
         })
         .collect()
 }
 
+/// What a call returned, in words (`returned` of a log entry).
+fn returned_words(r: &str) -> &'static str {
+    match r {
+        "same" => ", returned the same as last time (waste)",
+        "new" => ", returned something new",
+        _ => "",
+    }
+}
+
 fn picture_words(log: &[Value]) -> String {
     let count = |v: &str| log.iter().filter(|e| e["verdict"] == v).count();
     let failed = log.iter().filter(|e| e["outcome"] == "failed").count();
+    let returned = |r: &str| log.iter().filter(|e| e["returned"] == r).count();
     format!(
-        "The last {} calls, oldest first: {} allowed, {} advised, {} asked, {} stopped; {} failed.",
+        "The last {} calls, oldest first: {} allowed, {} advised, {} asked, {} stopped; {} failed; {} returned the same as last time (waste), {} something new.",
         log.len(),
         count("allow"),
         count("advise"),
         count("ask"),
         count("deny"),
-        failed
+        failed,
+        returned("same"),
+        returned("new"),
     )
 }
 
@@ -74,11 +89,19 @@ pub(super) fn timeline(log: &[Value]) -> Markup {
                         td { (e["tool"].as_str().unwrap_or("")) }
                         td { code { (e["preview"].as_str().unwrap_or("")) } }
                         td { @if let Some(n) = e["near"].as_array() { (bar(n[1].as_u64().unwrap_or(0), n[2].as_u64().unwrap_or(0))) " " code { (n[0].as_str().unwrap_or("")) } } }
-                        td { (e["outcome"].as_str().unwrap_or("—")) }
+                        td { (e["outcome"].as_str().unwrap_or("—")) @if let Some(r) = e["returned"].as_str() { div.muted { (outcome_note(r)) } } }
                     }
                 }
             }
         } }
+    }
+}
+
+/// The timeline's note under an outcome (`app.js` says the same).
+fn outcome_note(r: &str) -> &'static str {
+    match r {
+        "same" => "same as last time (waste)",
+        _ => "new information",
     }
 }
 
@@ -135,8 +158,8 @@ fn body(key: &str, s: &Value) -> Markup {
         section.card aria-labelledby="h-calls" {
             h2 #h-calls { "Its calls over time" }
             (charts::strip("chart-calls", &picture_words(&log), &marks(&log)))
-            (legend(&[("allow", "allowed (circle)"), ("advise", "advised (diamond)"), ("ask", "asked (square)"), ("deny", "stopped (cross)"), ("edit", "an edit (triangle above)")]))
-            p.muted { "A green ring: the call ran fine; a dashed red ring: it failed. The store keeps a session's last " (toolbrake_core::engine::MAX_LOG) " decisions." }
+            (legend(&[("allow", "allowed (circle)"), ("advise", "advised (diamond)"), ("ask", "asked (square)"), ("deny", "stopped (cross)"), ("edit", "an edit (triangle above)"), ("muted", "waste: returned the same as last time (grey bar below)"), ("saved", "new information (blue dot below)")]))
+            p.muted { "A green ring: the call ran fine; a dashed red ring: it failed. Below a call, where its output is known: a grey bar, it returned the same as the last time the same call ran (waste); a blue dot, something new (or the first time). The store keeps a session's last " (toolbrake_core::engine::MAX_LOG) " decisions." }
         }
         section.card aria-labelledby="h-near" {
             h2 #h-near { "Fingerprints near their gates" }
