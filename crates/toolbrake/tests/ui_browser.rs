@@ -687,8 +687,8 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     if let Some(dir) = std::env::var_os("TOOLBRAKE_KEEP_SCREENSHOTS") {
         let dir = PathBuf::from(dir);
         for (name, url, height, dark) in [
-            ("dashboard.png", format!("{}/", s.base), 1300, false),
-            ("dashboard-dark.png", format!("{}/", s.base), 1300, true),
+            ("dashboard.png", format!("{}/", s.base), 1500, false),
+            ("dashboard-dark.png", format!("{}/", s.base), 1500, true),
             (
                 "dashboard-session.png",
                 session_url(&s, "fix-tests"),
