@@ -197,6 +197,51 @@ fn a_writer_that_died_holding_the_lock_delays_by_its_lease_and_loses_nothing() {
     );
 }
 
+/// Threads of one process sharing one store update one session at once (parallel tool
+/// calls through `serve` or `mcp --listen`): every update kept, and none waits for a lock
+/// another thread of the same store holds (a waiter on the server would hold the store's
+/// connection, which that thread needs for its write: each such update would stall for
+/// the lock's whole lease).
+#[test]
+fn threads_sharing_one_store_update_one_session_without_stalling() {
+    let server = Server::start();
+    let s = store(&server, "t10:");
+    let engine = Engine::new(
+        Config::from_toml_str(
+            "[streak]\nmax_repeats = 1000000\n[breaker]\nenabled = false",
+            &no_env,
+        )
+        .unwrap(),
+    );
+    let args = json!({"command": "echo same"});
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (s, engine, args) = (&s, &engine, &args);
+            scope.spawn(move || {
+                for i in 0..200 {
+                    let id = format!("t{t}-{i}");
+                    let _ = update(s, "shared", |st| {
+                        engine.pre(
+                            st,
+                            &Call {
+                                session: "shared",
+                                id: &id,
+                                tool: "Bash",
+                                args,
+                            },
+                        )
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let took = start.elapsed();
+    assert_eq!(s.get("shared").unwrap().unwrap().streak.count(), 800);
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
 #[test]
 fn a_redis_restart_is_survived_and_the_outage_is_a_clear_error() {
     let server = Server::start();

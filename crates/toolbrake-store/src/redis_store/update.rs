@@ -32,6 +32,7 @@ use redis::Value as RValue;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 use toolbrake_core::SessionState;
 
@@ -138,6 +139,17 @@ pub(super) struct Scripts {
     /// The server refused a blocking wait with a fractional timeout (before Redis 6):
     /// waiters poll instead.
     no_blocking: AtomicBool,
+    /// One session's updates in this process, one at a time (by a hash of its key).
+    turns: [Mutex<()>; TURNS],
+}
+
+/// Stripes of [`Scripts::turns`].
+const TURNS: usize = 64;
+
+fn stripe(session: &str) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(session.as_bytes());
+    (h.finish() % TURNS as u64) as usize
 }
 
 impl Scripts {
@@ -150,6 +162,7 @@ impl Scripts {
                 .finish(),
             ids: AtomicU64::new(0),
             no_blocking: AtomicBool::new(false),
+            turns: std::array::from_fn(|_| Mutex::new(())),
         }
     }
 
@@ -322,6 +335,12 @@ impl RedisStore {
         session: &str,
         f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
+        // Threads of this process updating one session take turns here, not on the
+        // server: a thread waiting on the server holds this store's connection, which
+        // the lock's holder in the same process needs for its write.
+        let _turn = self.scripts.turns[stripe(session)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let keys = self.update_keys(session);
         let deadline = Deadline::new(&self.opts);
         let mut tally = Tally::new();
