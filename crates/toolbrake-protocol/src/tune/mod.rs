@@ -388,11 +388,24 @@ pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize, max_harmful
         .first()
         .map(|(_, _, runs, _)| runs.iter().map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
+    // Each setting's runs in the first setting's order, matched by name (a run every
+    // setting sees; one seen by another setting only is left out).
+    let at: crate::report::Map<&str, usize> = run_names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
     let mut figures = Vec::with_capacity(judged.len());
     let mut runs = Vec::with_capacity(judged.len());
-    for (_, f, r, _) in judged {
-        figures.push(f);
-        runs.push(r.into_iter().map(|(_, r)| r).collect());
+    for (_, f, r, _) in &judged {
+        figures.push(*f);
+        let mut mine = vec![RunFigures::default(); run_names.len()];
+        for (name, figures) in r {
+            if let Some(&i) = at.get(name.as_str()) {
+                mine[i] = *figures;
+            }
+        }
+        runs.push(mine);
     }
     let frontier = recommend::frontier(&figures);
     let recommended = recommend::recommend(&figures, &settings, max_harmful);
