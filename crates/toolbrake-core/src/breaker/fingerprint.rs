@@ -327,6 +327,7 @@ pub(crate) fn fingerprints_with(
         }
     }
 
+    let mut plain = false;
     if cfg.tools().is_shell(tool) {
         set.class = "shell";
         let command = shell_command(cfg, args);
@@ -391,13 +392,17 @@ pub(crate) fn fingerprints_with(
             }
             set.local = local && !relax;
             set.relaxed = relax;
-        } else if cfg.progress {
+        } else {
             // A search, or a fetch whose argument holds no URL: a plain tool.
-            set.push(cfg, format!("tool:{tool}"));
+            plain = true;
         }
-    } else if cfg.progress {
-        // Nothing but the tool names what such a call acts on: its failure target is the
-        // tool (docs/decisions.md, "Failure target of a plain tool").
+    } else {
+        plain = true;
+    }
+    // Nothing but the tool names what a plain call acts on: its failure target is the tool
+    // (docs/decisions.md, "Failure target of a plain tool"); not for a call that changes
+    // the workspace, whose arguments are the change itself.
+    if plain && cfg.progress && !cfg.tools().is_mutating(tool, args) {
         set.push(cfg, format!("tool:{tool}"));
     }
     Ok(set)

@@ -669,16 +669,14 @@ impl Breaker {
         if !self.judges(tool) {
             return Ok(None);
         }
-        let mut set = fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?;
-        let fx = if self.cfg.progress {
-            mutation::effects(&self.cfg.tools, tool, args)
-        } else {
-            mutation::Effects::default()
-        };
-        if fx.mutating {
-            set.fps.retain(|f| f.kind != Kind::Tool);
-        }
-        Ok(Some(PreparedCall { set, fx }))
+        Ok(Some(PreparedCall {
+            set: fingerprint::fingerprints_with(&self.cfg, tool, args, exact)?,
+            fx: if self.cfg.progress {
+                mutation::effects(&self.cfg.tools, tool, args)
+            } else {
+                mutation::Effects::default()
+            },
+        }))
     }
 
     /// Judges a call prepared by [`Breaker::prepare`] (of this breaker, or of one whose
@@ -804,11 +802,7 @@ impl Breaker {
         tool: &str,
         args: &Value,
     ) -> Result<BreakerSignals, CanonicalError> {
-        let mut set = fingerprints(&self.cfg, tool, args)?;
-        if self.cfg.progress && mutation::effects(&self.cfg.tools, tool, args).mutating {
-            // As judging sees it (`prepare`): an edit has no tool-wide failure target.
-            set.fps.retain(|f| f.kind != Kind::Tool);
-        }
+        let set = fingerprints(&self.cfg, tool, args)?;
         let mut exempt = false;
         let fps = set
             .fps
