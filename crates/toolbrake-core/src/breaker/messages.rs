@@ -455,6 +455,26 @@ pub fn denial(
              installed copy, or build), or change the approach. A different call is not blocked.\n",
         );
     }
+    refusal_and_last_result(&mut s, refused, last_result, result_cap);
+    if has_repeat || has_cycle {
+        s.push_str(
+            "\nDo not repeat this call with different cosmetics. Use the result you already have, \
+             do something genuinely different, or answer with what you have.",
+        );
+    } else {
+        s.push_str("\nDo not retry the failing target as-is.");
+    }
+    s
+}
+
+/// What every denial ends with before its last sentence: that an exemption was refused,
+/// when it was, and the previous tool result (or where it is).
+pub(super) fn refusal_and_last_result(
+    s: &mut String,
+    refused: bool,
+    last_result: Option<&str>,
+    result_cap: usize,
+) {
     if refused {
         s.push_str(
             "\nAn exemption for these measures was requested and was NOT granted (the operator declined, \
@@ -469,15 +489,6 @@ pub fn denial(
             s.push_str("\nThe previous tool result is already in the conversation history above.\n")
         }
     }
-    if has_repeat || has_cycle {
-        s.push_str(
-            "\nDo not repeat this call with different cosmetics. Use the result you already have, \
-             do something genuinely different, or answer with what you have.",
-        );
-    } else {
-        s.push_str("\nDo not retry the failing target as-is.");
-    }
-    s
 }
 
 /// The shell-HTTP denial: `tool` ran `what` (a client or request API) toward `url`

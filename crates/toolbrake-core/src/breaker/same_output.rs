@@ -347,24 +347,7 @@ pub(super) fn denial(
         ));
         return s;
     }
-    if refused {
-        s.push_str(
-            "\nAn exemption for these measures was requested and was NOT granted (the operator declined, \
-             or no approval channel was available), so they stay blocked until the next human message.\n",
-        );
-    }
-    match last_result.filter(|r| !r.is_empty()) {
-        Some(r) => {
-            let _ = write!(
-                s,
-                "\nPrevious tool result:\n{}\n",
-                messages::preview(r, result_cap)
-            );
-        }
-        None => {
-            s.push_str("\nThe previous tool result is already in the conversation history above.\n")
-        }
-    }
+    messages::refusal_and_last_result(&mut s, refused, last_result, result_cap);
     s.push_str(
         "\nDo not repeat this call with different cosmetics. Use the result you already have, \
          do something genuinely different, or answer with what you have.",
