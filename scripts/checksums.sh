@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The outputs that must not change when the code is only moved: replay's protocol lines,
+# `replay --report` and `tune --json` over the bundled runs, each as a sha256.
+# Usage: scripts/checksums.sh [BINARY]   (default: target/release/toolbrake)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="${1:-target/release/toolbrake}"
+runs=(examples/trajectories/calls.jsonl.gz)
+sum() { sha256sum | cut -c1-16; }
+empty="$(mktemp)"; trap 'rm -f "$empty"' EXIT
+export NO_COLOR=1
+cfg=(--config "$empty")   # the built-in defaults, whatever ./toolbrake.toml says
+printf 'replay           %s\n' "$("$bin" replay "${cfg[@]}" --from trajectory "${runs[@]}" | sum)"
+printf 'replay --report  %s\n' "$("$bin" replay "${cfg[@]}" --from trajectory --report "${runs[@]}" | sum)"
+printf 'tune --json      %s\n' "$("$bin" tune "${cfg[@]}" --from trajectory --json --jobs 1 "${runs[@]}" | sum)"
+for f in examples/*.jsonl; do
+  printf 'replay %-28s %s\n' "$(basename "$f")" "$("$bin" replay "${cfg[@]}" --from trajectory "$f" 2>/dev/null | sum)"
+done
