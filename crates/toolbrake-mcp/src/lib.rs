@@ -29,7 +29,6 @@
 //! and the proxy stops with a message: nothing hangs.
 #![deny(missing_docs)]
 
-pub mod boundary;
 pub mod events;
 pub mod http;
 pub mod listen;

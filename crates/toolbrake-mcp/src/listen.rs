@@ -18,8 +18,8 @@
 //! `Origin` header must name this host or a loopback one; listening beyond loopback without
 //! one is refused by the caller at start, and without one a request must name a loopback
 //! `Host` and, if it sends an `Origin`, a loopback one
-//! ([`crate::boundary::rebinding_refusal`], the MCP specification's DNS-rebinding defence).
-//! Connections get [`crate::boundary::serve_http`]'s header timeout and cap.
+//! ([`toolbrake_http::rebinding_refusal`], the MCP specification's DNS-rebinding defence).
+//! Connections get [`toolbrake_http::serve_http`]'s header timeout and cap.
 //!
 //! Session lifetime: a session ends when its client deletes it, when its relay stops (its
 //! server exited or failed: later requests get 404, and the client starts a new session as
@@ -28,7 +28,6 @@
 //! [`SessionLimits::max_sessions`] live at once, and at most
 //! [`SessionLimits::max_per_client`] per client address.
 
-use crate::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 use crate::events::ProxyEvents;
 use crate::{id_key, run_child, run_fetch_only, run_http, Options, ProxyError};
 use axum::body::Bytes;
@@ -46,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use toolbrake_http::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 
 /// The header that names a client session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -215,7 +215,7 @@ fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let own = [format!("http://{host}"), format!("https://{host}")];
-        if !crate::boundary::loopback_origin(origin) && !own.iter().any(|o| o == origin) {
+        if !toolbrake_http::loopback_origin(origin) && !own.iter().any(|o| o == origin) {
             return Some(error(
                 StatusCode::FORBIDDEN,
                 -32001,

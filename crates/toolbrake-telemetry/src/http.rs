@@ -1,7 +1,7 @@
 //! The `--metrics ADDR` endpoint of the long-running commands: `GET /metrics` and nothing
 //! else, in the OpenMetrics text format Prometheus scrapes.
 //!
-//! Its boundary is the other listeners' ([`toolbrake_mcp::boundary`]): without a token a
+//! Its boundary is the other listeners' ([`toolbrake_http`]): without a token a
 //! request must name a loopback `Host` and, if it sends an `Origin`, a loopback one (no DNS
 //! rebinding); with a token every request needs `Authorization: Bearer TOKEN` (Prometheus's
 //! `authorization` setting). Listening beyond loopback without a token is refused by the
@@ -18,7 +18,7 @@ use axum::routing::get;
 use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use toolbrake_mcp::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
+use toolbrake_http::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 
 /// Appends metric families in the OpenMetrics text format, without `# EOF`.
 pub type Renderer = Arc<dyn Fn(&mut String) + Send + Sync>;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use toolbrake::settings::{self, process_env, StoreKind};
 use toolbrake::Engine;
-use toolbrake_mcp::boundary::HttpLimits;
+use toolbrake_http::HttpLimits;
 use toolbrake_mcp::events::ProxyEvents;
 use toolbrake_mcp::listen::{Downstream, Listen, SessionLimits};
 use toolbrake_mcp::{Options, ProxyError};

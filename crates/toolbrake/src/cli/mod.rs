@@ -45,7 +45,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use toolbrake_mcp::boundary::HttpLimits;
+use toolbrake_http::HttpLimits;
 
 /// What an HTTP listener (`ui`, `mcp --listen`) grants its connections.
 #[derive(Debug, clap::Args)]

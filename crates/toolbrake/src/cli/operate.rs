@@ -6,7 +6,7 @@ use super::CliError;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use toolbrake::settings::{Loaded, Reload};
-use toolbrake_mcp::boundary::HttpLimits;
+use toolbrake_http::HttpLimits;
 use toolbrake_mcp::events::ProxyEvents;
 use toolbrake_session::Observer;
 use toolbrake_store::Store;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolbrake::settings::{self, process_env, StoreKind};
 use toolbrake::ui::{serve, Ui};
-use toolbrake_mcp::boundary::HttpLimits;
+use toolbrake_http::HttpLimits;
 
 pub fn run(
     config: Option<&Path>,

@@ -18,8 +18,8 @@
 //! (`Authorization: Bearer`, or a cookie set from `?token=` once), and listening beyond
 //! loopback without one is refused at start; state-changing requests must carry the
 //! page's own `Origin` (or the token in an `Authorization` header); without a token the `Host` must be a loopback name and the `Origin`,
-//! when sent, a loopback origin (no DNS rebinding: `toolbrake_mcp::boundary`, the check
-//! the MCP listener makes too). Connections get `boundary::serve_http`'s header timeout
+//! when sent, a loopback origin (no DNS rebinding: `toolbrake_http`, the check
+//! the MCP listener makes too). Connections get `toolbrake_http::serve_http`'s header timeout
 //! and cap. Nothing shown holds an argument value: the store keeps only redacted
 //! previews.
 
@@ -43,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 use toolbrake_core::SessionState;
-use toolbrake_mcp::boundary::{rebinding_refusal, serve_http, token_matches, HttpLimits};
+use toolbrake_http::{rebinding_refusal, serve_http, token_matches, HttpLimits};
 use toolbrake_store::{SessionInfo, Store};
 
 pub use config::{apply_edit, EditError};

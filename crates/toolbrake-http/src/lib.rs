@@ -1,5 +1,6 @@
-//! What both of toolbrake's HTTP listeners (the MCP listener, [`crate::listen`], and the
-//! dashboard, `toolbrake ui`) accept at their boundary, in one place:
+//! What toolbrake's HTTP listeners (the MCP listener, `toolbrake_mcp::listen`, the
+//! dashboard, `toolbrake ui`, and the metrics endpoint, `--metrics ADDR`) accept at their
+//! boundary, in one place:
 //!
 //! - **DNS rebinding** ([`rebinding_refusal`]): without a token, a request is answered
 //!   only when its `Host` is a loopback name (an IP literal in 127.0.0.0/8, `[::1]`, or
