@@ -12,7 +12,7 @@
 //! each project has its own line; a library or protocol host gives each project its own
 //! configuration.
 
-use crate::config::{as_table, dotted, get_bool, get_int, show, unknown_key, ConfigError};
+use crate::table::{as_table, dotted, get_bool, get_int, show, unknown_key, ConfigError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

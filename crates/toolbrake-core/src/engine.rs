@@ -290,7 +290,7 @@ impl SessionState {
             c.status = status;
             return;
         }
-        if self.calls.len() >= crate::MAX_OPEN_CALLS {
+        if self.calls.len() >= crate::outcome::MAX_OPEN_CALLS {
             self.calls.pop_front();
         }
         self.calls.push_back(CallRecord {

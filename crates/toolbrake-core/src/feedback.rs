@@ -39,7 +39,7 @@ impl Feedback {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SessionState;
+    use crate::engine::SessionState;
 
     #[test]
     fn names_round_trip_in_json() {

@@ -22,15 +22,13 @@ pub mod canonical;
 pub mod config;
 pub mod engine;
 pub mod feedback;
+mod outcome;
 pub mod progress;
 pub mod redact;
 pub mod streak;
+mod table;
 
-/// How many calls a session remembers between a call and its result: the one bound of
-/// every per-session list of open calls (the engine's, the breaker's, the streak brake's
-/// seen ids, the protocol processor's). Older ones are forgotten: enough for any host's
-/// parallel calls and interception seams.
-pub const MAX_OPEN_CALLS: usize = 64;
+pub use outcome::MAX_OPEN_CALLS;
 
 pub use breaker::{Advisory, Failure, Hit, Outcome, Stage, Track};
 pub use config::{Config, ConfigError};

@@ -21,7 +21,7 @@
 //! an exit status that changes restarts the unchanged track's count (docs/decisions.md,
 //! "Unchanged: a rerun that may differ runs").
 
-use crate::breaker::Outcome;
+use crate::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use std::io::Write as _;

@@ -2,15 +2,15 @@
 //! (docs/decisions.md, "Streak brake").
 //!
 //! One slot per session: the current call hash, its count, and the last
-//! [`crate::MAX_OPEN_CALLS`] call ids (so a call seen through two seams is counted once).
+//! [`crate::outcome::MAX_OPEN_CALLS`] call ids (so a call seen through two seams is counted once).
 //! The brake itself holds only its configuration; session state is a plain value the
 //! caller keeps (in memory, or in a store).
 
 use crate::canonical::{call_digest, hash_prefix, CanonicalError};
-use crate::config::{
+use crate::progress::OutputDigest;
+use crate::table::{
     as_int, dotted, get_bool, get_int, show, unknown_key, ConfigError, EnvLookup, Table,
 };
-use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -217,7 +217,7 @@ pub struct StreakState {
     hash: Option<String>,
     /// Length of the current streak, counting refused attempts.
     count: u32,
-    /// The last [`crate::MAX_OPEN_CALLS`] call ids.
+    /// The last [`crate::outcome::MAX_OPEN_CALLS`] call ids.
     seen: VecDeque<Seen>,
     /// Consecutive identical calls, whatever they returned (for `progress_limit`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -450,7 +450,7 @@ impl StreakBrake {
         let by_limit = ceiling && state.same.saturating_add(1) < self.config.max_repeats;
         let count = if by_limit { state.run } else { state.count };
         if let Some(id) = call_id {
-            if state.seen.len() >= crate::MAX_OPEN_CALLS {
+            if state.seen.len() >= crate::outcome::MAX_OPEN_CALLS {
                 state.seen.pop_front();
             }
             state.seen.push_back(Seen {

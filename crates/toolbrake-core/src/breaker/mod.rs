@@ -568,7 +568,7 @@ impl BreakerState {
 
     fn push_inflight(&mut self, c: Inflight) {
         self.inflight.retain(|x| x.id != c.id);
-        if self.inflight.len() >= crate::MAX_OPEN_CALLS {
+        if self.inflight.len() >= crate::outcome::MAX_OPEN_CALLS {
             self.inflight.pop_front();
         }
         self.inflight.push_back(c);

@@ -96,7 +96,7 @@ impl SameOutputState {
     pub(crate) fn ran(&mut self, call_id: &str, id: FpId, cd: Option<FpId>) {
         let call = FpId::quick(call_id).0;
         self.open.retain(|(c, _)| *c != call);
-        if self.open.len() >= crate::MAX_OPEN_CALLS {
+        if self.open.len() >= crate::outcome::MAX_OPEN_CALLS {
             self.open.remove(0);
         }
         self.open.push((call, id));
