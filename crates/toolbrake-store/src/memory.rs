@@ -2,6 +2,7 @@
 
 use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Write};
 use std::sync::{Mutex, MutexGuard};
 use toolbrake_core::SessionState;
 
@@ -13,25 +14,68 @@ use toolbrake_core::SessionState;
 /// making a session per run (and never ending them) holds a fixed amount of memory. A
 /// session's size is its state's JSON length, measured at its 1st, 2nd, 4th, 8th, 16th
 /// and then every 32nd write (not on every write: that would cost more than the write).
+///
+/// Compact (`with_compact_after`, `[store] compact_after`): a session idle that long is
+/// kept as its state's JSON, deflated (about a fifth of its JSON, a tenth of the decoded
+/// state), until its next call decodes it again; its size is then the compressed
+/// length. Idle sessions are found by the same sweep as expired ones, every 1,024 writes.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     idle_ttl_ms: Option<u64>,
+    /// Sessions idle longer than this are kept compressed (`None`: never).
+    compact_after_ms: Option<u64>,
     writes: Mutex<u64>,
     /// At most this many sessions (0: no bound).
     max_sessions: usize,
     /// At most about this many bytes of session state (0: no bound).
     max_bytes: u64,
+    warnings: Mutex<Vec<String>>,
 }
 
 /// One session: its state, when it was last written, its measured size and its writes.
 #[derive(Debug)]
 struct Entry {
-    state: SessionState,
+    held: Held,
     seen: u64,
     bytes: u64,
     writes: u64,
 }
+
+/// A session's state as the store holds it.
+#[derive(Debug)]
+enum Held {
+    /// Decoded, as the engine uses it (boxed: a compact entry stays small in the map).
+    Live(Box<SessionState>),
+    /// Its JSON, deflated: an idle session.
+    Compact(Box<[u8]>),
+}
+
+/// A state's JSON, deflated.
+fn compress(state: &SessionState) -> std::io::Result<Box<[u8]>> {
+    let json = serde_json::to_vec(state)?;
+    let mut deflate = flate2::write::DeflateEncoder::new(
+        Vec::with_capacity(json.len() / 4),
+        flate2::Compression::fast(),
+    );
+    deflate.write_all(&json)?;
+    Ok(deflate.finish()?.into_boxed_slice())
+}
+
+/// The state [`compress`] kept, and its JSON's length.
+fn decompress(bytes: &[u8]) -> Result<(SessionState, u64), String> {
+    let mut json = Vec::with_capacity(bytes.len() * 5);
+    flate2::read::DeflateDecoder::new(bytes)
+        .read_to_end(&mut json)
+        .map_err(|e| e.to_string())?;
+    let state = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    Ok((state, json.len() as u64))
+}
+
+/// Idle sessions compressed by one sweep at most (each costs tens of microseconds, under
+/// the store's lock): a burst of sessions going idle at once is compressed over several
+/// sweeps rather than in one pause.
+const COMPACT_PER_SWEEP: usize = 256;
 
 /// Session key → its entry. Looked up on every event, under the lock: foldhash, with a
 /// seed of its own per process, instead of SipHash.
@@ -40,7 +84,7 @@ type Sessions = HashMap<String, Entry, foldhash::fast::RandomState>;
 /// The JSON length of a state, without building the text.
 fn measure(state: &SessionState) -> u64 {
     struct Count(u64);
-    impl std::io::Write for Count {
+    impl Write for Count {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
             self.0 += b.len() as u64;
             Ok(b.len())
@@ -117,9 +161,48 @@ impl MemoryStore {
         self
     }
 
-    /// The measured size of the sessions held, in bytes (their states' JSON length).
+    /// This store, keeping a session idle for `after` (0: at the next sweep) compressed
+    /// until its next call.
+    pub fn with_compact_after(mut self, after: std::time::Duration) -> Self {
+        self.compact_after_ms = Some(after.as_millis().min(u64::MAX as u128) as u64);
+        self
+    }
+
+    /// The measured size of the sessions held, in bytes (their states' JSON length, or
+    /// the compressed length of those kept compact).
     pub fn bytes(&self) -> u64 {
         self.inner().bytes
+    }
+
+    /// Number of sessions held compact.
+    pub fn compact(&self) -> usize {
+        self.inner()
+            .sessions
+            .values()
+            .filter(|e| matches!(e.held, Held::Compact(_)))
+            .count()
+    }
+
+    /// A held session's state (a copy). A compact one that cannot be decoded (which a
+    /// store that wrote it itself should never meet) is a fresh state and a warning.
+    fn state_of(&self, held: &Held) -> SessionState {
+        match held {
+            Held::Live(s) => (**s).clone(),
+            Held::Compact(b) => self.decompressed(b).0,
+        }
+    }
+
+    /// The state a compact entry holds, and its JSON length (0: undecodable, fresh).
+    fn decompressed(&self, bytes: &[u8]) -> (SessionState, u64) {
+        decompress(bytes).unwrap_or_else(|e| {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!(
+                    "memory: the compressed state of one idle session could not be decoded ({e}); it starts afresh"
+                ));
+            (SessionState::default(), 0)
+        })
     }
 
     /// Past a bound: forgets the sessions idle longest (never `keep`, the one just
@@ -172,16 +255,55 @@ impl MemoryStore {
         self.inner().sessions.is_empty()
     }
 
-    fn sweep(&self, map: &mut Sessions, bytes: &mut u64, now: u64) {
-        let Some(ttl) = self.idle_ttl_ms else { return };
-        let mut w = self.writes.lock().unwrap_or_else(|e| e.into_inner());
-        *w += 1;
-        // Sweeping is O(sessions); do it every 1024 writes.
-        if (*w).is_multiple_of(1024) {
-            let before: u64 = map.values().map(|e| e.bytes).sum();
-            map.retain(|_, e| now.saturating_sub(e.seen) <= ttl);
-            let after: u64 = map.values().map(|e| e.bytes).sum();
-            *bytes = bytes.saturating_sub(before - after);
+    /// Every 1024 writes (sweeping is O(sessions)): forgets the sessions idle past
+    /// `idle_ttl`, and compresses at most [`COMPACT_PER_SWEEP`] of those idle past
+    /// `compact_after` (never `writing`, the session about to be written).
+    fn sweep(&self, inner: &mut Inner, now: u64, writing: &str) {
+        if self.idle_ttl_ms.is_none() && self.compact_after_ms.is_none() {
+            return;
+        }
+        {
+            let mut w = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+            *w += 1;
+            if !(*w).is_multiple_of(1024) {
+                return;
+            }
+        }
+        let Inner {
+            sessions, bytes, ..
+        } = inner;
+        if let Some(ttl) = self.idle_ttl_ms {
+            let mut freed = 0;
+            sessions.retain(|_, e| {
+                let keep = now.saturating_sub(e.seen) <= ttl;
+                if !keep {
+                    freed += e.bytes;
+                }
+                keep
+            });
+            *bytes = bytes.saturating_sub(freed);
+        }
+        let Some(after) = self.compact_after_ms else {
+            return;
+        };
+        let mut budget = COMPACT_PER_SWEEP;
+        for (key, e) in sessions.iter_mut() {
+            if budget == 0 {
+                break;
+            }
+            let Held::Live(state) = &e.held else { continue };
+            if now.saturating_sub(e.seen) < after || key == writing {
+                continue;
+            }
+            // A state that cannot be encoded stays as it is.
+            let Ok(packed) = compress(state) else {
+                continue;
+            };
+            let size = packed.len() as u64 + key.len() as u64;
+            *bytes = bytes.saturating_sub(e.bytes) + size;
+            e.bytes = size;
+            e.held = Held::Compact(packed);
+            budget -= 1;
         }
     }
 }
@@ -195,13 +317,13 @@ impl Store for MemoryStore {
         let now = now_ms();
         let mut guard = self.inner();
         let inner = &mut *guard;
-        self.sweep(&mut inner.sessions, &mut inner.bytes, now);
+        self.sweep(inner, now, session);
         // The key is copied only for a new session.
         if !inner.sessions.contains_key(session) {
             inner.sessions.insert(
                 session.to_string(),
                 Entry {
-                    state: SessionState::default(),
+                    held: Held::Live(Box::default()),
                     seen: now,
                     bytes: 0,
                     writes: 0,
@@ -212,14 +334,25 @@ impl Store for MemoryStore {
             .sessions
             .get_mut(session)
             .expect("present or just inserted");
+        if let Held::Compact(packed) = &entry.held {
+            // Its next call: decoded again, and measured by its JSON.
+            let (state, json) = self.decompressed(packed);
+            let size = json + session.len() as u64;
+            inner.bytes = inner.bytes.saturating_sub(entry.bytes) + size;
+            entry.bytes = size;
+            entry.held = Held::Live(Box::new(state));
+        }
+        let Held::Live(state) = &mut entry.held else {
+            return Err(StoreError::unavailable("memory", "a session left compact"));
+        };
         if self
             .idle_ttl_ms
             .is_some_and(|ttl| now.saturating_sub(entry.seen) > ttl)
         {
-            entry.state = SessionState::default();
+            **state = SessionState::default();
         }
         let mut tally = Tally::new();
-        f(&mut entry.state, &mut tally);
+        f(state, &mut tally);
         entry.seen = now;
         entry.writes += 1;
         let bounded = self.max_sessions > 0 || self.max_bytes > 0;
@@ -227,7 +360,7 @@ impl Store for MemoryStore {
             && (entry.writes.is_power_of_two() && entry.writes <= 16
                 || entry.writes.is_multiple_of(32))
         {
-            let size = measure(&entry.state) + session.len() as u64;
+            let size = measure(state) + session.len() as u64;
             inner.bytes = inner.bytes.saturating_sub(entry.bytes) + size;
             entry.bytes = size;
         }
@@ -252,7 +385,8 @@ impl Store for MemoryStore {
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
-        Ok(self.inner().sessions.get(session).map(|e| e.state.clone()))
+        let inner = self.inner();
+        Ok(inner.sessions.get(session).map(|e| self.state_of(&e.held)))
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
@@ -260,7 +394,11 @@ impl Store for MemoryStore {
     }
 
     fn take(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
-        Ok(self.inner().forget(session).map(|e| e.state))
+        let entry = self.inner().forget(session);
+        Ok(entry.map(|e| match e.held {
+            Held::Live(s) => *s,
+            Held::Compact(b) => self.decompressed(&b).0,
+        }))
     }
 
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
@@ -271,7 +409,7 @@ impl Store for MemoryStore {
             .map(|(k, e)| SessionInfo {
                 key: k.clone(),
                 last_activity_ms: e.seen,
-                state: e.state.clone(),
+                state: self.state_of(&e.held),
             })
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -290,6 +428,10 @@ impl Store for MemoryStore {
 
     fn describe(&self) -> String {
         "memory".to_string()
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn may_block(&self) -> bool {
@@ -414,6 +556,90 @@ mod tests {
             let _ = update(&store, &s, |st| call(st, &s, "1")).unwrap();
         }
         assert_eq!(store.len(), 50);
+    }
+
+    #[test]
+    fn an_idle_session_is_kept_compressed_and_goes_on_where_it_stopped() {
+        let engine = Engine::new(Config::default());
+        let args = json!({"command": "cargo test"});
+        let call = |store: &MemoryStore, s: &str, id: &str| {
+            update(store, s, |st| {
+                engine.pre(
+                    st,
+                    &Call {
+                        session: s,
+                        id,
+                        tool: "Bash",
+                        args: &args,
+                    },
+                )
+            })
+            .unwrap()
+            .unwrap()
+            .verdict
+        };
+        // One store compacts every session idle at a sweep; the other never does.
+        let compacting = MemoryStore::new()
+            .with_limits(1_000_000, 1 << 40)
+            .with_compact_after(std::time::Duration::ZERO);
+        let plain = MemoryStore::new().with_limits(1_000_000, 1 << 40);
+        for store in [&compacting, &plain] {
+            assert_eq!(call(store, "a", "1"), Verdict::Allow);
+            assert_eq!(call(store, "a", "2"), Verdict::Allow);
+        }
+        // Other sessions' writes past a sweep (every 1024 writes).
+        for i in 0..1100 {
+            let s = format!("other-{}", i % 50);
+            let _ = call(&compacting, &s, &i.to_string());
+        }
+        assert!(compacting.compact() >= 1, "nothing was compacted");
+        let a = compacting.list().unwrap();
+        let a = a.iter().find(|s| s.key == "a").expect("listed");
+        assert_eq!(Some(&a.state), plain.get("a").unwrap().as_ref());
+        assert_eq!(compacting.get("a").unwrap(), plain.get("a").unwrap());
+        // Its next call decides as if it had never been compressed: the third identical
+        // call is refused in both.
+        assert_eq!(call(&compacting, "a", "3"), Verdict::Deny);
+        assert_eq!(call(&plain, "a", "3"), Verdict::Deny);
+        assert_eq!(compacting.take("a").unwrap(), plain.take("a").unwrap());
+        assert!(compacting.take_warnings().is_empty());
+    }
+
+    #[test]
+    fn a_compact_session_counts_its_compressed_bytes() {
+        let engine = Engine::new(Config::default());
+        let store = MemoryStore::new()
+            .with_limits(1_000_000, 1 << 40)
+            .with_compact_after(std::time::Duration::ZERO);
+        // A session with many different calls: a state of a few KB of JSON.
+        for i in 0..40 {
+            let args = json!({"file_path": format!("/repo/src/module_{i}/file_{i}.rs")});
+            let id = i.to_string();
+            let _ = update(&store, "big", |st| {
+                engine.pre(
+                    st,
+                    &Call {
+                        session: "big",
+                        id: &id,
+                        tool: "Read",
+                        args: &args,
+                    },
+                )
+            })
+            .unwrap();
+        }
+        let json = store.bytes();
+        assert!(json > 2000, "{json} bytes");
+        // Another session's writes past a sweep (every 1024 writes); the session being
+        // written is never the one compressed.
+        for _ in 0..1100 {
+            update(&store, "tiny", |_| ()).unwrap();
+        }
+        assert_eq!(store.compact(), 1, "the big session is compact");
+        let alone = MemoryStore::new().with_limits(1_000_000, 1 << 40);
+        update(&alone, "tiny", |_| ()).unwrap();
+        let big = store.bytes() - alone.bytes();
+        assert!(big < json / 2, "{big} bytes held, its JSON {json}");
     }
 
     #[test]

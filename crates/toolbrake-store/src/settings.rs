@@ -54,6 +54,9 @@ pub struct StoreSettings {
     /// Memory: at most about this many bytes of session state (its JSON length); past
     /// it, the sessions idle longest are forgotten (0: no bound).
     pub max_bytes: u64,
+    /// Memory: a session idle this long is kept compressed (its JSON, deflated) until its
+    /// next call (default 1 minute).
+    pub compact_after: std::time::Duration,
 }
 
 impl Default for StoreSettings {
@@ -72,6 +75,7 @@ impl Default for StoreSettings {
             command_timeout: std::time::Duration::from_secs(2),
             max_sessions: 100_000,
             max_bytes: 256 << 20,
+            compact_after: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -89,6 +93,7 @@ const STORE_KEYS: &[&str] = &[
     "command_timeout",
     "max_sessions",
     "max_bytes",
+    "compact_after",
 ];
 
 fn store_err(key: &str, v: &toml::Value, rule: &str) -> ConfigError {
@@ -179,6 +184,9 @@ pub fn store_table(v: Option<&toml::Value>) -> Result<StoreSettings, ConfigError
                 s.idle_ttl = duration(k, val, std::time::Duration::from_secs(1), 3650 * DAY)?
             }
             "lock_timeout" => s.lock_timeout = duration(k, val, MS, DAY)?,
+            "compact_after" => {
+                s.compact_after = duration(k, val, std::time::Duration::ZERO, 3650 * DAY)?
+            }
             "url" => {
                 // One server's URL, or a list of cluster nodes.
                 let urls: Vec<&str> = match val {
@@ -343,6 +351,7 @@ impl StoreSettings {
         out.push_str(&format!("command_timeout = {}\n", d(self.command_timeout)));
         out.push_str(&format!("max_sessions = {}\n", self.max_sessions));
         out.push_str(&format!("max_bytes = {}\n", self.max_bytes));
+        out.push_str(&format!("compact_after = {}\n", d(self.compact_after)));
         out
     }
 
@@ -378,7 +387,8 @@ impl StoreSettings {
                 crate::MemoryStore::with_idle_ttl(
                     self.idle_ttl.as_millis().min(u64::MAX as u128) as u64
                 )
-                .with_limits(self.max_sessions, self.max_bytes),
+                .with_limits(self.max_sessions, self.max_bytes)
+                .with_compact_after(self.compact_after),
             )),
             StoreKind::Sqlite => Ok(std::sync::Arc::new(crate::SqliteStore::open(
                 &self.sqlite_path(env),
@@ -429,5 +439,24 @@ mod tests {
         assert_eq!(e.key, "store.max_bytes");
         let e = table("[store]\nmax_sessions = -1\n").unwrap_err();
         assert_eq!(e.key, "store.max_sessions");
+    }
+
+    #[test]
+    fn compact_after_is_read_checked_and_written_out() {
+        assert_eq!(
+            StoreSettings::default().compact_after,
+            std::time::Duration::from_secs(60)
+        );
+        let s = table("[store]\ncompact_after = \"30s\"\n").unwrap();
+        assert_eq!(s.compact_after, std::time::Duration::from_secs(30));
+        assert!(s.to_toml().contains("compact_after = \"30s\"\n"));
+        let s = table("[store]\ncompact_after = \"0s\"\n").unwrap();
+        assert_eq!(s.compact_after, std::time::Duration::ZERO);
+        for bad in ["\"soon\"", "60", "\"3651d\""] {
+            let e = table(&format!("[store]\ncompact_after = {bad}\n")).unwrap_err();
+            assert_eq!(e.key, "store.compact_after");
+            assert_eq!(e.value, bad);
+            assert!(e.rule.contains("must be a duration"), "{}", e.rule);
+        }
     }
 }
