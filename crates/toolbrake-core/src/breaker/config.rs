@@ -2,7 +2,7 @@
 //! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
 
 use super::mutation::{MutatingTool, DEFAULT_MUTATING};
-use crate::config::{
+use crate::table::{
     as_int, dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, Table,
     KEY_ITSELF,
 };
