@@ -4,7 +4,7 @@
 
 use super::failure::Failure;
 use super::fingerprint::Kind;
-use super::Hit;
+use super::verdict::{Hit, Track};
 use std::fmt::Write;
 
 /// `text` unchanged when it fits `cap` characters, else its first `cap` characters and
@@ -112,28 +112,28 @@ fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
-fn track_hits(hits: &[Hit], track: super::Track) -> impl Iterator<Item = &Hit> {
+fn track_hits(hits: &[Hit], track: Track) -> impl Iterator<Item = &Hit> {
     hits.iter().filter(move |h| h.track == track)
 }
 
 fn failure_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    track_hits(hits, super::Track::Failure)
+    track_hits(hits, Track::Failure)
 }
 
 fn repeat_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    track_hits(hits, super::Track::Repeat)
+    track_hits(hits, Track::Repeat)
 }
 
 fn cycle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    track_hits(hits, super::Track::Cycle)
+    track_hits(hits, Track::Cycle)
 }
 
 fn struggle_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    track_hits(hits, super::Track::Struggle)
+    track_hits(hits, Track::Struggle)
 }
 
 fn unchanged_hits(hits: &[Hit]) -> impl Iterator<Item = &Hit> {
-    track_hits(hits, super::Track::Unchanged)
+    track_hits(hits, Track::Unchanged)
 }
 
 /// `<fp> came back the same N times in a row (M of them after changes to the workspace;

@@ -18,8 +18,9 @@
 //! `same_output_limit` times in the run: the same action, however it is written, that
 //! already came back the same that many times with nothing changed in between.
 
-use super::fingerprint::{FingerprintSet, FpId, Kind, Spelling};
-use super::{messages, Breaker, BreakerState, FpMeta, Hit, IdHit, Inflight, Outcome, Track};
+use super::fingerprint::{FpId, Spelling};
+use super::messages;
+use super::verdict::{Hit, Track};
 use crate::progress::OutputDigest;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -165,107 +166,6 @@ impl SameOutputState {
                 }
             },
         }
-    }
-}
-
-impl Breaker {
-    /// A call's spelling identity and the directory its `cd` moves to ([`identity`]),
-    /// when the track is on.
-    pub(super) fn spelled(
-        &self,
-        st: &BreakerState,
-        set: &FingerprintSet,
-    ) -> Option<(FpId, Option<FpId>)> {
-        if !self.cfg.same_output_on() {
-            return None;
-        }
-        let exact = set.fps.iter().find(|f| f.kind == Kind::Exact)?.id;
-        Some(identity(&st.same_output, exact, set.spelling.as_ref()))
-    }
-
-    /// Judges a call about to run on this track: its hit joins `blocking` (and the stop is
-    /// noted for what the call would have returned), or, when nothing blocks the call, its
-    /// spelling is kept for its outcome. Called once per new call.
-    pub(super) fn judge_same_output(
-        &self,
-        st: &mut BreakerState,
-        call_id: &str,
-        tool: &str,
-        spelled: Option<(FpId, Option<FpId>)>,
-        fps: &[FpMeta],
-        blocking: &mut Vec<IdHit>,
-    ) {
-        let Some((id, cd)) = spelled else { return };
-        if let Some(h) = self.same_output_hit(st, tool, id, fps) {
-            if let Some(exact) = fps.iter().find(|f| f.kind == Kind::Exact) {
-                st.same_output.stop(tool, exact.id);
-            }
-            blocking.push(h);
-        } else if blocking.is_empty() {
-            st.same_output.ran(call_id, id, cd);
-        }
-    }
-
-    /// A call's outcome on this track: it extends the run of its tool, starts a new one,
-    /// or ends it (a change to the workspace ends every run). `ok`: it did not fail.
-    pub(super) fn remember_same_output(
-        &self,
-        st: &mut BreakerState,
-        call: &Inflight,
-        ok: bool,
-        digest: Option<OutputDigest>,
-        outcome: &Outcome,
-    ) {
-        if self.cfg.same_output_on() {
-            st.same_output.outcome(
-                &call.id,
-                &call.tool,
-                call.mutating && ok,
-                digest,
-                outcome.text.as_deref(),
-            );
-        }
-    }
-
-    /// The same-output hit of a call about to run, when it is stopped: its spelling
-    /// already ran `same_output_limit` times in the current run of its tool, and no
-    /// operator exempted it this turn. Named by its `cmd:` fingerprint (the command as
-    /// the breaker reads it), else its `exact:` one.
-    pub(super) fn same_output_hit(
-        &self,
-        st: &BreakerState,
-        tool: &str,
-        spelled: FpId,
-        fps: &[FpMeta],
-    ) -> Option<IdHit> {
-        let limit = self.cfg.same_output_limit.filter(|_| self.cfg.progress)?;
-        if st.exempt.contains(&spelled) {
-            return None;
-        }
-        let n = st.same_output.count(tool, spelled);
-        if n < limit {
-            return None;
-        }
-        let named = |k: Kind| {
-            fps.iter()
-                .find(|f| f.kind == k && !f.preview.is_empty())
-                .map(|f| f.preview.to_string())
-        };
-        let fingerprint = named(Kind::Cmd)
-            .or_else(|| named(Kind::Exact))
-            .unwrap_or_else(|| tool.to_string());
-        Some(IdHit {
-            id: spelled,
-            hit: Hit {
-                fingerprint,
-                count: n,
-                limit,
-                track: Track::SameOutput,
-                failure: None,
-                period: None,
-                after_edits: None,
-            },
-        })
     }
 }
 
