@@ -6,7 +6,7 @@
 //! and [`Breaker::user_message`]. Each takes the session's [`BreakerState`] by `&mut`:
 //! the engine is pure, the caller (a store) decides where the state lives.
 //!
-//! The files: [`verdict`](self) the answers, `state` what a session remembers, `gate` the
+//! The files: `verdict` the answers, `state` what a session remembers, `gate` the
 //! judging before a call, `post` what is remembered after it; the tracks and fingerprints
 //! in their own modules, which import one another and never this one.
 

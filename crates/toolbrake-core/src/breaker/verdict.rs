@@ -117,7 +117,7 @@ pub enum BreakerVerdict {
         /// Stage 1 or stage 2 advisory.
         advisory: Option<Advisory>,
     },
-    /// Ask the operator; the call waits for [`Breaker::answer`].
+    /// Ask the operator; the call waits for [`Breaker::answer`](super::Breaker::answer).
     Ask {
         /// What to show the operator.
         reason: String,
