@@ -1,7 +1,7 @@
 //! The `[breaker]` table (docs/decisions.md, "Configuration"), and the tool classes
 //! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
 
-use super::mutation::{MutatingTool, DEFAULT_MUTATING};
+use super::mutation::writes::{MutatingTool, DEFAULT_MUTATING};
 use crate::table::{
     as_int, dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, Table,
     KEY_ITSELF,
@@ -158,7 +158,7 @@ impl ToolClasses {
             return false;
         }
         self.command_line(args)
-            .is_some_and(|script| super::mutation::shell_writes(&script))
+            .is_some_and(|script| super::mutation::writes::shell_writes(&script))
     }
 
     /// The command line of a shell tool's arguments: the first configured argument that is
