@@ -19,11 +19,12 @@
 //! A sub-agent (`parent_agent_id` set) is counted in its own session, keyed by its
 //! `agent_id`.
 
-use crate::{args_of, clip, judge, record, str_field, HookError, HostCall, Judged, PayloadError};
+use crate::event::{args_of, clip, response_text, str_field, Event, HostCall, Reading, Service};
+use crate::host::{judged, refusal, Host};
+use crate::init::Install;
+use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
-use toolbrake_session::Sessions;
-use toolbrake_store::Store;
 
 /// The hook files `toolbrake init cline` writes (Cline's names for its events).
 pub const EVENTS: &[&str] = &[
@@ -39,85 +40,77 @@ pub const EVENTS: &[&str] = &[
 /// cannot ask, so the task is stopped.
 pub const CLINE_CANNOT_ASK: &str = "This call needs the operator's approval, and Cline's hook files cannot ask for it, so toolbrake stopped the task before the call ran. Raise the limit in toolbrake.toml, or resume the task with a new message.\n\n";
 
-pub(crate) fn pre_output(decision: &str, reason: &str) -> String {
-    let reason = if decision == "ask" {
-        format!("{CLINE_CANNOT_ASK}{reason}")
-    } else {
-        reason.to_string()
-    };
-    json!({"cancel": true, "errorMessage": clip(&reason)}).to_string()
-}
+/// Cline.
+pub(crate) struct Cline;
 
-pub(crate) fn context_output(text: &str) -> String {
-    json!({"contextModification": clip(text)}).to_string()
-}
+impl Host for Cline {
+    fn is_pre_event(&self, event: &str) -> bool {
+        event == "tool_call" || event == "PreToolUse"
+    }
 
-fn key(p: &Value) -> Result<String, PayloadError> {
-    let task = str_field(p, "taskId").ok_or(PayloadError::NoSessionId)?;
-    let sub_agent = p
-        .get("parent_agent_id")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .and_then(|_| str_field(p, "agent_id"));
-    Ok(toolbrake_session::key(task, sub_agent))
-}
+    fn session_key(&self, p: &Value) -> Result<String, PayloadError> {
+        let task = str_field(p, "taskId").ok_or(PayloadError::NoSessionId)?;
+        let sub_agent = p
+            .get("parent_agent_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .and_then(|_| str_field(p, "agent_id"));
+        Ok(toolbrake_session::key(task, sub_agent))
+    }
 
-fn call<'p>(p: &'p Value, field: &str) -> Result<HostCall<'p>, PayloadError> {
-    let c = p.get(field).unwrap_or(&Value::Null);
-    Ok(HostCall {
-        key: key(p)?,
-        id: str_field(c, "id"),
-        tool: str_field(c, "name").unwrap_or(""),
-        args: args_of(c.get("input")),
-        alt_ids: Vec::new(),
-    })
-}
+    fn read<'p>(&self, event: &str, p: &'p Value, _: &Service<'_>) -> Reading<'p> {
+        Ok(match event {
+            "tool_call" => return judged(self.call(p, "tool_call")?),
+            "tool_result" => Event::Post(self.call(p, "tool_result")?, outcome(p)),
+            "prompt_submit" => Event::UserMessage,
+            "agent_end" | "agent_abort" | "agent_error" => Event::Close { turn_over: true },
+            "session_shutdown" => Event::End,
+            _ => Event::Other,
+        })
+    }
 
-pub(crate) fn dispatch<S: Store + ?Sized>(
-    event: &str,
-    p: &Value,
-    sessions: &Sessions<'_, S>,
-) -> Result<Option<String>, HookError<'static>> {
-    match event {
-        "tool_call" => {
-            let c = call(p, "tool_call")?;
-            if c.tool.is_empty() {
-                return Err(PayloadError::NoToolName.into());
-            }
-            Ok(match judge(sessions, &c)? {
-                Judged::Allow => None,
-                Judged::Advise(text) => Some(context_output(&text)),
-                Judged::Ask(reason) => Some(pre_output("ask", &reason)),
-                Judged::Deny(reason) => Some(pre_output("deny", &reason)),
-            })
+    fn outcome(&self, _: &str, p: &Value) -> Outcome {
+        outcome(p)
+    }
+
+    fn decision(&self, _: &str, decision: &str, reason: &str) -> String {
+        let reason = refusal(decision, CLINE_CANNOT_ASK, reason);
+        json!({"cancel": true, "errorMessage": clip(&reason)}).to_string()
+    }
+
+    fn context(&self, _: &str, text: &str) -> String {
+        json!({"contextModification": clip(text)}).to_string()
+    }
+
+    /// Its hooks are executable files, not settings (`toolbrake init cline` writes them).
+    fn install(&self) -> Install {
+        Install {
+            hook_files: true,
+            ..Install::GROUPS
         }
-        "tool_result" => {
-            let c = call(p, "tool_result")?;
-            Ok(record(sessions, &c, &outcome(p))?.map(|t| context_output(&t)))
-        }
-        "prompt_submit" => {
-            sessions.user_message(&key(p)?)?;
-            Ok(None)
-        }
-        "agent_end" | "agent_abort" | "agent_error" => {
-            sessions.close_open_calls(&key(p)?, true)?;
-            Ok(None)
-        }
-        "session_shutdown" => {
-            sessions.end(&key(p)?)?;
-            Ok(None)
-        }
-        _ => Ok(None),
     }
 }
 
-pub(crate) fn outcome(p: &Value) -> Outcome {
+impl Cline {
+    fn call<'p>(&self, p: &'p Value, field: &str) -> Result<HostCall<'p>, PayloadError> {
+        let c = p.get(field).unwrap_or(&Value::Null);
+        Ok(HostCall {
+            key: self.session_key(p)?,
+            id: str_field(c, "id"),
+            tool: str_field(c, "name").unwrap_or(""),
+            args: args_of(c.get("input")),
+            alt_ids: Vec::new(),
+        })
+    }
+}
+
+fn outcome(p: &Value) -> Outcome {
     let mut o = Outcome::default();
     let r = p.get("tool_result").unwrap_or(&Value::Null);
     let error = r.get("error").filter(|e| !e.is_null());
     if let Some(e) = error {
         o.is_error = Some(true);
-        o.text = Some(crate::response_text(e));
+        o.text = Some(response_text(e));
         return o;
     }
     o.text = Some(match r.get("output") {

@@ -22,11 +22,12 @@
 //! snake_case, with `tool_result: {result_type, text_result_for_llm}` instead of Claude's
 //! `tool_response`); that is a compatibility mode, so toolbrake installs the camelCase one.
 
-use crate::{args_of, clip, judge, record, str_field, HookError, HostCall, Judged, PayloadError};
+use crate::event::{args_of, clip, response_text, str_field, Event, HostCall, Reading, Service};
+use crate::host::{judged, Host};
+use crate::init::{Install, Layout};
+use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
-use toolbrake_session::Sessions;
-use toolbrake_store::Store;
 
 /// The events `toolbrake init copilot` installs, each with its own command line.
 pub const EVENTS: &[&str] = &[
@@ -38,70 +39,72 @@ pub const EVENTS: &[&str] = &[
     "sessionEnd",
 ];
 
-pub(crate) fn pre_output(decision: &str, reason: &str) -> String {
-    json!({"permissionDecision": decision, "permissionDecisionReason": clip(reason)}).to_string()
+/// GitHub Copilot CLI.
+pub(crate) struct Copilot;
+
+impl Host for Copilot {
+    fn is_pre_event(&self, event: &str) -> bool {
+        event == "preToolUse"
+    }
+
+    fn session_key(&self, p: &Value) -> Result<String, PayloadError> {
+        str_field(p, "sessionId")
+            .map(str::to_string)
+            .ok_or(PayloadError::NoSessionId)
+    }
+
+    fn read<'p>(&self, event: &str, p: &'p Value, _: &Service<'_>) -> Reading<'p> {
+        Ok(match event {
+            "preToolUse" => return judged(self.call(p)?),
+            "postToolUse" | "postToolUseFailure" => Event::Post(self.call(p)?, outcome(event, p)),
+            "userPromptSubmitted" => Event::UserMessage,
+            "agentStop" => Event::Close { turn_over: true },
+            "subagentStop" => Event::Close { turn_over: false },
+            "sessionEnd" => Event::End,
+            "" => return Err(PayloadError::NoEvent.into()),
+            _ => Event::Other,
+        })
+    }
+
+    fn outcome(&self, event: &str, p: &Value) -> Outcome {
+        outcome(event, p)
+    }
+
+    fn decision(&self, _: &str, decision: &str, reason: &str) -> String {
+        json!({"permissionDecision": decision, "permissionDecisionReason": clip(reason)})
+            .to_string()
+    }
+
+    fn context(&self, _: &str, text: &str) -> String {
+        json!({"additionalContext": clip(text)}).to_string()
+    }
+
+    fn install(&self) -> Install {
+        Install {
+            // Its own camelCase events (`timeoutSec`).
+            events: &[
+                ("preToolUse", None, Some(10)),
+                ("postToolUse", None, Some(10)),
+                ("postToolUseFailure", None, Some(10)),
+                ("userPromptSubmitted", None, Some(10)),
+                ("agentStop", None, Some(10)),
+                ("sessionEnd", None, Some(5)),
+            ],
+            layout: Layout::Copilot,
+            ..Install::GROUPS
+        }
+    }
 }
 
-pub(crate) fn context_output(text: &str) -> String {
-    json!({"additionalContext": clip(text)}).to_string()
-}
-
-fn key(p: &Value) -> Result<String, PayloadError> {
-    str_field(p, "sessionId")
-        .map(str::to_string)
-        .ok_or(PayloadError::NoSessionId)
-}
-
-fn call(p: &Value) -> Result<HostCall<'_>, PayloadError> {
-    Ok(HostCall {
-        key: key(p)?,
-        id: None,
-        tool: str_field(p, "toolName").unwrap_or(""),
-        args: args_of(p.get("toolArgs")),
-        alt_ids: Vec::new(),
-    })
-}
-
-pub(crate) fn dispatch<S: Store + ?Sized>(
-    event: &str,
-    p: &Value,
-    sessions: &Sessions<'_, S>,
-) -> Result<Option<String>, HookError<'static>> {
-    match event {
-        "preToolUse" => {
-            let c = call(p)?;
-            if c.tool.is_empty() {
-                return Err(PayloadError::NoToolName.into());
-            }
-            Ok(match judge(sessions, &c)? {
-                Judged::Allow => None,
-                Judged::Advise(text) => Some(context_output(&text)),
-                Judged::Ask(reason) => Some(pre_output("ask", &reason)),
-                Judged::Deny(reason) => Some(pre_output("deny", &reason)),
-            })
-        }
-        "postToolUse" | "postToolUseFailure" => {
-            let c = call(p)?;
-            Ok(record(sessions, &c, &outcome(event, p))?.map(|t| context_output(&t)))
-        }
-        "userPromptSubmitted" => {
-            sessions.user_message(&key(p)?)?;
-            Ok(None)
-        }
-        "agentStop" => {
-            sessions.close_open_calls(&key(p)?, true)?;
-            Ok(None)
-        }
-        "subagentStop" => {
-            sessions.close_open_calls(&key(p)?, false)?;
-            Ok(None)
-        }
-        "sessionEnd" => {
-            sessions.end(&key(p)?)?;
-            Ok(None)
-        }
-        "" => Err(PayloadError::NoEvent.into()),
-        _ => Ok(None),
+impl Copilot {
+    fn call<'p>(&self, p: &'p Value) -> Result<HostCall<'p>, PayloadError> {
+        Ok(HostCall {
+            key: self.session_key(p)?,
+            id: None,
+            tool: str_field(p, "toolName").unwrap_or(""),
+            args: args_of(p.get("toolArgs")),
+            alt_ids: Vec::new(),
+        })
     }
 }
 
@@ -115,18 +118,18 @@ fn shell_exit_code(text: &str) -> Option<i64> {
     })
 }
 
-pub(crate) fn outcome(event: &str, p: &Value) -> Outcome {
+fn outcome(event: &str, p: &Value) -> Outcome {
     let mut o = Outcome::default();
     if event == "postToolUseFailure" {
-        let err = p.get("error").map(crate::response_text).unwrap_or_default();
+        let err = p.get("error").map(response_text).unwrap_or_default();
         o.is_error = Some(true);
         o.text = Some(err);
         return o;
     }
     let result = p.get("toolResult").unwrap_or(&Value::Null);
     let text = match result.get("textResultForLlm") {
-        Some(v) => crate::response_text(v),
-        None => crate::response_text(result),
+        Some(v) => response_text(v),
+        None => response_text(result),
     };
     match result.get("resultType").and_then(Value::as_str) {
         Some("success") | None => {}

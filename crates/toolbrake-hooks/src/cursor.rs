@@ -18,15 +18,17 @@
 //! - `beforeSubmitPrompt`: a new turn. `stop`: the turn is over. `sessionEnd`: the
 //!   conversation is forgotten.
 
-use crate::{args_of, clip, judge, record, str_field, HookError, HostCall, Judged, PayloadError};
+use crate::event::{
+    args_of, clip, response_text, str_field, Event, HostCall, Judged, Reading, Service,
+};
+use crate::host::{judged, refusal, Host};
+use crate::init::{Install, Layout};
+use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
-use toolbrake_session::Sessions;
-use toolbrake_store::Store;
 
 /// The events that judge a call before it runs.
-pub(crate) const PRE_EVENTS: &[&str] =
-    &["preToolUse", "beforeShellExecution", "beforeMCPExecution"];
+const PRE_EVENTS: &[&str] = &["preToolUse", "beforeShellExecution", "beforeMCPExecution"];
 
 /// The events `toolbrake init cursor` installs.
 pub const EVENTS: &[&str] = &[
@@ -44,92 +46,106 @@ pub const CURSOR_CANNOT_ASK: &str = "This call needs the operator's approval, an
 /// Cursor's shell tool, as `preToolUse` names it.
 const SHELL: &str = "Shell";
 
-pub(crate) fn pre_output(event: &str, decision: &str, reason: &str) -> String {
-    if decision == "ask" && event != "preToolUse" {
-        return json!({"permission": "ask", "user_message": clip(reason), "agent_message": clip(reason)})
-            .to_string();
+/// Cursor.
+pub(crate) struct Cursor;
+
+impl Host for Cursor {
+    fn is_pre_event(&self, event: &str) -> bool {
+        PRE_EVENTS.contains(&event)
     }
-    let reason = if decision == "ask" {
-        format!("{CURSOR_CANNOT_ASK}{reason}")
-    } else {
-        reason.to_string()
-    };
-    json!({"permission": "deny", "agent_message": clip(&reason), "user_message": clip(&reason)})
-        .to_string()
-}
 
-pub(crate) fn context_output(text: &str) -> String {
-    json!({"additional_context": clip(text)}).to_string()
-}
-
-fn key(p: &Value) -> Result<String, PayloadError> {
-    str_field(p, "conversation_id")
-        .or_else(|| str_field(p, "session_id"))
-        .map(str::to_string)
-        .ok_or(PayloadError::NoSessionId)
-}
-
-fn call<'p>(event: &str, p: &'p Value) -> Result<HostCall<'p>, PayloadError> {
-    let key = key(p)?;
-    if matches!(event, "beforeShellExecution" | "afterShellExecution") {
-        let command = p.get("command").cloned().unwrap_or(Value::Null);
-        return Ok(HostCall {
-            key,
-            id: None,
-            tool: SHELL,
-            args: std::borrow::Cow::Owned(json!({ "command": command })),
-            alt_ids: Vec::new(),
-        });
+    fn session_key(&self, p: &Value) -> Result<String, PayloadError> {
+        str_field(p, "conversation_id")
+            .or_else(|| str_field(p, "session_id"))
+            .map(str::to_string)
+            .ok_or(PayloadError::NoSessionId)
     }
-    Ok(HostCall {
-        key,
-        id: str_field(p, "tool_use_id"),
-        tool: str_field(p, "tool_name").unwrap_or(""),
-        args: args_of(p.get("tool_input")),
-        alt_ids: Vec::new(),
-    })
-}
 
-pub(crate) fn dispatch<S: Store + ?Sized>(
-    event: &str,
-    p: &Value,
-    sessions: &Sessions<'_, S>,
-) -> Result<Option<String>, HookError<'static>> {
-    match event {
-        "preToolUse" | "beforeShellExecution" | "beforeMCPExecution" => {
-            let c = call(event, p)?;
-            if c.tool.is_empty() {
-                return Err(PayloadError::NoToolName.into());
+    fn read<'p>(&self, event: &str, p: &'p Value, _: &Service<'_>) -> Reading<'p> {
+        Ok(match event {
+            "preToolUse" | "beforeShellExecution" | "beforeMCPExecution" => {
+                return judged(self.call(event, p)?)
             }
-            Ok(match judge(sessions, &c)? {
-                Judged::Allow | Judged::Advise(_) => None,
-                Judged::Ask(reason) => Some(pre_output(event, "ask", &reason)),
-                Judged::Deny(reason) => Some(pre_output(event, "deny", &reason)),
-            })
+            "postToolUse" | "postToolUseFailure" | "afterShellExecution" | "afterMCPExecution" => {
+                Event::Post(self.call(event, p)?, outcome(event, p))
+            }
+            "beforeSubmitPrompt" => Event::UserMessage,
+            "stop" => Event::Close { turn_over: true },
+            "sessionEnd" => Event::End,
+            _ => Event::Other,
+        })
+    }
+
+    fn outcome(&self, event: &str, p: &Value) -> Outcome {
+        outcome(event, p)
+    }
+
+    fn decision(&self, event: &str, decision: &str, reason: &str) -> String {
+        if decision == "ask" && event != "preToolUse" {
+            return json!({"permission": "ask", "user_message": clip(reason), "agent_message": clip(reason)})
+                .to_string();
         }
-        "postToolUse" | "postToolUseFailure" | "afterShellExecution" | "afterMCPExecution" => {
-            let c = call(event, p)?;
-            Ok(record(sessions, &c, &outcome(event, p))?.map(|t| context_output(&t)))
+        let reason = refusal(decision, CURSOR_CANNOT_ASK, reason);
+        json!({"permission": "deny", "agent_message": clip(&reason), "user_message": clip(&reason)})
+            .to_string()
+    }
+
+    fn context(&self, _: &str, text: &str) -> String {
+        json!({"additional_context": clip(text)}).to_string()
+    }
+
+    /// An advisory before the call has no field in Cursor's answer to an allowed call.
+    fn verdict(&self, event: &str, judged: Judged) -> Option<String> {
+        match judged {
+            Judged::Allow | Judged::Advise(_) => None,
+            Judged::Ask(reason) => Some(self.decision(event, "ask", &reason)),
+            Judged::Deny(reason) => Some(self.decision(event, "deny", &reason)),
         }
-        "beforeSubmitPrompt" => {
-            sessions.user_message(&key(p)?)?;
-            Ok(None)
+    }
+
+    fn install(&self) -> Install {
+        Install {
+            // No timeout field is written (Cursor's default applies).
+            events: &[
+                ("preToolUse", None, None),
+                ("postToolUse", None, None),
+                ("postToolUseFailure", None, None),
+                ("beforeSubmitPrompt", None, None),
+                ("stop", None, None),
+                ("sessionEnd", None, None),
+            ],
+            layout: Layout::Cursor,
+            ..Install::GROUPS
         }
-        "stop" => {
-            sessions.close_open_calls(&key(p)?, true)?;
-            Ok(None)
-        }
-        "sessionEnd" => {
-            sessions.end(&key(p)?)?;
-            Ok(None)
-        }
-        _ => Ok(None),
     }
 }
 
-pub(crate) fn outcome(event: &str, p: &Value) -> Outcome {
+impl Cursor {
+    fn call<'p>(&self, event: &str, p: &'p Value) -> Result<HostCall<'p>, PayloadError> {
+        let key = self.session_key(p)?;
+        if matches!(event, "beforeShellExecution" | "afterShellExecution") {
+            let command = p.get("command").cloned().unwrap_or(Value::Null);
+            return Ok(HostCall {
+                key,
+                id: None,
+                tool: SHELL,
+                args: std::borrow::Cow::Owned(json!({ "command": command })),
+                alt_ids: Vec::new(),
+            });
+        }
+        Ok(HostCall {
+            key,
+            id: str_field(p, "tool_use_id"),
+            tool: str_field(p, "tool_name").unwrap_or(""),
+            args: args_of(p.get("tool_input")),
+            alt_ids: Vec::new(),
+        })
+    }
+}
+
+fn outcome(event: &str, p: &Value) -> Outcome {
     let mut o = Outcome::default();
-    let text_of = |k: &str| p.get(k).map(crate::response_text).unwrap_or_default();
+    let text_of = |k: &str| p.get(k).map(response_text).unwrap_or_default();
     match event {
         "postToolUseFailure" => {
             if p.get("is_interrupt") == Some(&Value::Bool(true)) {

@@ -9,12 +9,82 @@
 //! in the transcript (a failure, which no hook reported) are recorded from it. Bounded: the
 //! last 4 MiB of the file are read, a regular file only. Without a readable transcript,
 //! ids are derived as for Gemini CLI and failures stay unknown.
+//!
+//! Its `hooks.json` holds the events object at its top level, not under `"hooks"`.
 
-use crate::{open_regular, str_field};
+use crate::claude::{END, POST, PRE, PROMPT, START, STOP, SUBAGENT_STOP};
+use crate::event::{open_regular, response_text, str_field, Event, Reading, Service};
+use crate::host::{self, Host};
+use crate::init::Install;
+use crate::HookError;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
-use toolbrake_core::Outcome;
+use toolbrake_core::{EngineError, Outcome};
+use toolbrake_session::SessionError;
+
+/// Factory Droid.
+pub(crate) struct Factory;
+
+impl Host for Factory {
+    fn install(&self) -> Install {
+        Install {
+            // No PostToolUseFailure and no PostToolBatch (a failed call comes to
+            // PostToolUse).
+            events: &[PRE, POST, PROMPT, START, END, STOP, SUBAGENT_STOP],
+            events_at_root: true,
+            ..Install::GROUPS
+        }
+    }
+
+    /// Claude Code's reading, with call ids from the transcript; before a call is judged or
+    /// a turn closed, the outcomes the transcript holds for open calls are recorded.
+    fn read<'p>(&self, event: &str, p: &'p Value, sessions: &Service<'_>) -> Reading<'p> {
+        let Some(t) = Transcript::of(p) else {
+            return host::read(self, event, p);
+        };
+        if matches!(event, "PreToolUse" | "Stop" | "SubagentStop") {
+            settle(self, p, &t, sessions)?;
+        }
+        let mut read = host::read(self, event, p)?;
+        match &mut read {
+            Event::Pre(call) => call.alt_ids.extend(t.pending_id(call.tool, &call.args)),
+            Event::Post(call, _) => call.alt_ids = t.ids_of(call.tool, &call.args),
+            _ => {}
+        }
+        Ok(read)
+    }
+
+    fn outcome(&self, event: &str, p: &Value) -> Outcome {
+        // Its Execute ends its result with `[Process exited with code N]`.
+        host::outcome(event, p, toolbrake_import::codex::exit_code_in_text)
+    }
+}
+
+/// Records the outcomes the transcript holds for the session's open calls: Factory Droid
+/// runs no hook after a call that failed.
+fn settle(
+    factory: &Factory,
+    p: &Value,
+    t: &Transcript,
+    sessions: &Service<'_>,
+) -> Result<(), HookError<'static>> {
+    let key = factory.session_key(p)?;
+    let Some(st) = sessions.store().get(&key).map_err(SessionError::from)? else {
+        return Ok(());
+    };
+    let found: Vec<(String, Outcome)> = st
+        .open_call_ids()
+        .filter_map(|id| t.outcome(id).map(|o| (id.to_string(), o)))
+        .collect();
+    for (id, outcome) in found {
+        match sessions.post_ran(&key, |_| id.clone(), &outcome) {
+            Ok(_) | Err(SessionError::Engine(EngineError::UnknownCall(_))) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
 
 /// What the transcript's tail says about tool calls.
 #[derive(Default)]
@@ -56,7 +126,7 @@ impl Transcript {
                     }
                     Some("tool_result") => {
                         if let Some(id) = b["tool_use_id"].as_str() {
-                            let text = crate::response_text(&b["content"]);
+                            let text = response_text(&b["content"]);
                             t.results
                                 .insert(id.into(), (b["is_error"] == Value::Bool(true), text));
                         }

@@ -5,82 +5,44 @@
 use crate::Dialect;
 use serde_json::{json, Map, Value};
 
-/// Which events get which handler: (event, matcher, timeout: seconds, milliseconds for Gemini CLI).
-fn events(dialect: Dialect) -> &'static [(&'static str, Option<&'static str>, Option<u64>)] {
-    match dialect {
-        Dialect::Claude => &[
-            ("PreToolUse", Some("*"), Some(10)),
-            ("PostToolUse", Some("*"), Some(10)),
-            ("PostToolUseFailure", Some("*"), Some(10)),
-            ("PostToolBatch", None, Some(10)),
-            ("UserPromptSubmit", None, Some(10)),
-            ("SessionStart", None, Some(10)),
-            ("SessionEnd", None, Some(5)),
-            ("Stop", None, Some(10)),
-        ],
-        // Gemini CLI: milliseconds, and its own event names.
-        Dialect::Gemini => &[
-            ("BeforeTool", Some("*"), Some(10_000)),
-            ("AfterTool", Some("*"), Some(10_000)),
-            ("BeforeAgent", None, Some(10_000)),
-            ("AfterAgent", None, Some(10_000)),
-            ("SessionEnd", None, Some(5_000)),
-        ],
-        // Codex has no PostToolUseFailure and no PostToolBatch.
-        Dialect::Codex => &[
-            ("PreToolUse", Some("*"), Some(10)),
-            ("PostToolUse", Some("*"), Some(10)),
-            ("UserPromptSubmit", None, Some(10)),
-            ("SessionStart", None, Some(10)),
-            ("Stop", None, Some(10)),
-        ],
-        // Qwen Code: Claude Code's events, timeouts in seconds.
-        Dialect::Qwen => &[
-            ("PreToolUse", Some("*"), Some(10)),
-            ("PostToolUse", Some("*"), Some(10)),
-            ("PostToolUseFailure", Some("*"), Some(10)),
-            ("PostToolBatch", None, Some(10)),
-            ("UserPromptSubmit", None, Some(10)),
-            ("SessionEnd", None, Some(5)),
-            ("Stop", None, Some(10)),
-        ],
-        // Factory Droid has no PostToolUseFailure and no PostToolBatch (a failed call
-        // comes to PostToolUse).
-        Dialect::Factory => &[
-            ("PreToolUse", Some("*"), Some(10)),
-            ("PostToolUse", Some("*"), Some(10)),
-            ("UserPromptSubmit", None, Some(10)),
-            ("SessionStart", None, Some(10)),
-            ("SessionEnd", None, Some(5)),
-            ("Stop", None, Some(10)),
-            ("SubagentStop", None, Some(10)),
-        ],
-        // GitHub Copilot CLI: its own camelCase events (`timeoutSec`); Cursor: no timeout
-        // field is written (Cursor's default applies).
-        Dialect::Copilot => &[
-            ("preToolUse", None, Some(10)),
-            ("postToolUse", None, Some(10)),
-            ("postToolUseFailure", None, Some(10)),
-            ("userPromptSubmitted", None, Some(10)),
-            ("agentStop", None, Some(10)),
-            ("sessionEnd", None, Some(5)),
-        ],
-        Dialect::Cursor => &[
-            ("preToolUse", None, None),
-            ("postToolUse", None, None),
-            ("postToolUseFailure", None, None),
-            ("beforeSubmitPrompt", None, None),
-            ("stop", None, None),
-            ("sessionEnd", None, None),
-        ],
-        // Cline's hooks are files, not settings (see `toolbrake init cline`).
-        Dialect::Cline => &[],
-    }
+/// An event `init` installs a handler for: (event, matcher, timeout in the host's unit:
+/// seconds, milliseconds for Gemini CLI).
+pub(crate) type Event = (&'static str, Option<&'static str>, Option<u64>);
+
+/// What `init` writes into a host's settings file (each host's [`crate::host::Host::install`]).
+pub(crate) struct Install {
+    /// Which events get a handler, in this order.
+    pub(crate) events: &'static [Event],
+    /// How the file holds a handler.
+    pub(crate) layout: Layout,
+    /// Whether the file's top level is the events object itself (Factory Droid's
+    /// `hooks.json`), rather than a settings object holding it under `"hooks"`.
+    pub(crate) events_at_root: bool,
+    /// The `name` each handler carries, where the host shows one (Gemini CLI).
+    pub(crate) handler_name: Option<&'static str>,
+    /// A setting that must be on for the host to run hooks at all, as (object, key):
+    /// Gemini CLI's `hooksConfig.enabled`.
+    pub(crate) switch: Option<(&'static str, &'static str)>,
+    /// The hooks are executable files, not settings (Cline's; `toolbrake init cline`
+    /// writes them).
+    pub(crate) hook_files: bool,
+}
+
+impl Install {
+    /// Claude Code's groups under `"hooks"`, no events: what a host changes from.
+    pub(crate) const GROUPS: Install = Install {
+        events: &[],
+        layout: Layout::Groups,
+        events_at_root: false,
+        handler_name: None,
+        switch: None,
+        hook_files: false,
+    };
 }
 
 /// How a host's file holds a handler.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// Claude Code's groups: `{"matcher", "hooks": [{"type": "command", "command",
     /// "timeout"}]}`.
     Groups,
@@ -92,17 +54,7 @@ enum Layout {
 }
 
 fn layout(dialect: Dialect) -> Layout {
-    match dialect {
-        Dialect::Copilot => Layout::Copilot,
-        Dialect::Cursor => Layout::Cursor,
-        _ => Layout::Groups,
-    }
-}
-
-/// Whether the file's top level is the events object itself (Factory Droid's
-/// `hooks.json`), rather than a settings object holding it under `"hooks"`.
-fn events_at_root(dialect: Dialect) -> bool {
-    dialect == Dialect::Factory
+    dialect.host().install().layout
 }
 
 /// The command of a handler entry, whichever key its host uses.
@@ -176,7 +128,7 @@ fn hooks_obj(settings: &mut Value, dialect: Dialect) -> Result<&mut Map<String, 
     let root = settings
         .as_object_mut()
         .ok_or("the settings file does not hold a JSON object")?;
-    if events_at_root(dialect) {
+    if dialect.host().install().events_at_root {
         return Ok(root);
     }
     let hooks = root.entry("hooks").or_insert_with(|| json!({}));
@@ -203,14 +155,15 @@ fn group_has_ours(group: &Value, dialect: Dialect) -> bool {
 /// was reinstalled elsewhere) is re-pointed, and those a build from before the rename
 /// installed ([`is_former`]) are replaced: their program is gone.
 pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<Changes, String> {
-    if dialect == Dialect::Cline {
+    let install = dialect.host().install();
+    if install.hook_files {
         return Err("Cline's hooks are executable files, not settings".into());
     }
     let wanted = program_of(command, dialect, "toolbrake");
     let mut changes = remove_where(settings, dialect, |c, d| {
         is_former(c, d) || program_of(c, d, "toolbrake").is_some_and(|p| Some(p) != wanted)
     })?;
-    if matches!(layout(dialect), Layout::Copilot | Layout::Cursor) {
+    if matches!(install.layout, Layout::Copilot | Layout::Cursor) {
         // Both hosts' hook files carry a format version.
         let root = settings
             .as_object_mut()
@@ -219,23 +172,21 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
             root.insert("version".into(), json!(1));
         }
     }
-    if dialect == Dialect::Gemini {
-        // Gemini CLI runs hooks only with its hooks system switched on (`hooksConfig.enabled`,
-        // on by default, but a user may have switched it off).
+    if let Some((object, key)) = install.switch {
         let root = settings
             .as_object_mut()
             .ok_or("the settings file does not hold a JSON object")?;
-        let cfg = root.entry("hooksConfig").or_insert_with(|| json!({}));
+        let cfg = root.entry(object).or_insert_with(|| json!({}));
         let cfg = cfg
             .as_object_mut()
-            .ok_or("\"hooksConfig\" in the settings file is not an object")?;
-        if cfg.get("enabled") != Some(&Value::Bool(true)) {
-            cfg.insert("enabled".into(), Value::Bool(true));
-            changes.events.push("hooksConfig.enabled".into());
+            .ok_or_else(|| format!("\"{object}\" in the settings file is not an object"))?;
+        if cfg.get(key) != Some(&Value::Bool(true)) {
+            cfg.insert(key.into(), Value::Bool(true));
+            changes.events.push(format!("{object}.{key}"));
         }
     }
     let hooks = hooks_obj(settings, dialect)?;
-    for (event, matcher, timeout) in events(dialect) {
+    for (event, matcher, timeout) in install.events {
         let list = hooks.entry(*event).or_insert_with(|| json!([]));
         let arr = list
             .as_array_mut()
@@ -243,15 +194,15 @@ pub fn install(settings: &mut Value, dialect: Dialect, command: &str) -> Result<
         if arr.iter().any(|g| group_has_ours(g, dialect)) {
             continue;
         }
-        let entry = match layout(dialect) {
+        let entry = match install.layout {
             Layout::Copilot => {
                 json!({"type": "command", "bash": format!("{command} {event}"), "timeoutSec": timeout})
             }
             Layout::Cursor => json!({ "command": command }),
             Layout::Groups => {
                 let mut handler = json!({"type": "command", "command": command});
-                if dialect == Dialect::Gemini {
-                    handler["name"] = json!("toolbrake");
+                if let Some(name) = install.handler_name {
+                    handler["name"] = json!(name);
                 }
                 if let Some(t) = timeout {
                     handler["timeout"] = json!(t);
@@ -288,7 +239,7 @@ fn remove_where(
     let Some(root) = settings.as_object_mut() else {
         return Err("the settings file does not hold a JSON object".into());
     };
-    let at_root = events_at_root(dialect);
+    let at_root = dialect.host().install().events_at_root;
     let hooks = if at_root {
         root
     } else {
