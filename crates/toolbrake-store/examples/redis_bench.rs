@@ -102,6 +102,47 @@ fn rate(opts: &RedisOptions, clients: usize, per_client: usize) -> f64 {
     (clients * per_client) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// What a contended decision does between receiving a session's state and sending its
+/// write, in process, on the states the runs above left (the shared session's, and an own
+/// one's): decode the stored JSON, decide, encode the result (medians of 2,001).
+fn critical_section(engine: &Engine, c: &mut redis::Connection) {
+    let args = json!({"command": "curl -s https://api.example.com/v1/items?page=1"});
+    for key in ["toolbrake:{shared}", "toolbrake:{client-0}"] {
+        let stored: Vec<u8> = redis::cmd("GET").arg(key).query(c).unwrap();
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        for i in 0..2001 {
+            let t0 = Instant::now();
+            let mut st: toolbrake_core::SessionState = serde_json::from_slice(&stored).unwrap();
+            let t1 = Instant::now();
+            let id = format!("cs-{i}");
+            let _ = engine.pre(
+                &mut st,
+                &Call {
+                    session: "s",
+                    id: &id,
+                    tool: "Bash",
+                    args: &args,
+                },
+            );
+            let t2 = Instant::now();
+            let out = serde_json::to_vec(&st).unwrap();
+            let t3 = Instant::now();
+            std::hint::black_box(out);
+            times[0].push(t1 - t0);
+            times[1].push(t2 - t1);
+            times[2].push(t3 - t2);
+        }
+        let [d, e, w] = times.map(|mut t| {
+            t.sort();
+            t[t.len() / 2].as_secs_f64() * 1e6
+        });
+        println!(
+            "{key} ({} bytes): decode {d:.1} µs, decide {e:.1} µs, encode {w:.1} µs (medians)",
+            stored.len()
+        );
+    }
+}
+
 fn main() {
     let server = RedisServer::start();
     let _ = Outcome::default();
@@ -141,6 +182,7 @@ fn main() {
         len("toolbrake:{client-0}"),
         len("toolbrake:{shared}")
     );
+    critical_section(&engine, &mut c);
     let cluster = RedisCluster::start(3);
     let one = RedisOptions {
         url: server.url(),

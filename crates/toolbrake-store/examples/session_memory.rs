@@ -101,7 +101,7 @@ fn main() {
     }
     let secs = start.elapsed().as_secs_f64();
     let after = rss_kib();
-    let n = store.list().expect("memory store").len();
+    let n = store.len();
     println!(
         "{n} idle sessions of {calls} calls, compact {how} ({} held compact): resident memory +{:.1} MiB, {:.0} bytes a session; the store's measure {:.0} bytes a session; {:.2} µs an update",
         store.compact(),
@@ -119,7 +119,7 @@ fn flood(engine: &Engine, settings: &StoreSettings, bounded: &MemoryStore, how: 
     for s in 0..flood {
         run_session(bounded, engine, &format!("flood-{s}"), 1);
         if s % 10_000 == 0 {
-            peak_held = peak_held.max(bounded.list().expect("memory store").len());
+            peak_held = peak_held.max(bounded.len());
         }
     }
     let after = rss_kib();
@@ -127,7 +127,7 @@ fn flood(engine: &Engine, settings: &StoreSettings, bounded: &MemoryStore, how: 
         "a flood of {flood} new sessions into the default bounds (max_sessions {}, max_bytes {} MiB), compact {how}: {} held at the end (at most {peak_held} seen), the store's measure {:.1} MiB, resident memory +{:.1} MiB",
         settings.max_sessions,
         settings.max_bytes >> 20,
-        bounded.list().expect("memory store").len(),
+        bounded.len(),
         bounded.bytes() as f64 / (1 << 20) as f64,
         (after - before) as f64 / 1024.0,
     );
