@@ -1,15 +1,17 @@
-//! The `[breaker]` table (docs/decisions.md, "Configuration"), and the tool classes
-//! (`[breaker.tools]`) that tell shell tools and URL tools apart by configuration.
+//! The `[breaker]` settings (docs/decisions.md, "Configuration"): [`BreakerConfig`], its
+//! defaults, what the engine reads of it and how it is written back. `read` validates the
+//! table, `tools` holds the tool classes (`[breaker.tools]`).
 
-use super::mutation::writes::{MutatingTool, DEFAULT_MUTATING};
-use crate::table::{
-    as_int, dotted, get_bool, get_int, get_string_list, show, unknown_key, ConfigError, Table,
-    KEY_ITSELF,
-};
-use regex::Regex;
+mod read;
+mod tools;
+
+use crate::table::Table;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use tools::strings;
+pub use tools::ToolClasses;
+pub(crate) use tools::{glob_re, Glob};
 
 /// What happens when a call reaches a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,184 +31,6 @@ pub enum LocalHosts {
     Deny,
     /// A purely local call emits no target fingerprints.
     Allow,
-}
-
-/// Which tools are shell tools and URL tools, and where their command / URL is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolClasses {
-    /// Exact names of shell tools.
-    pub shell: Vec<String>,
-    /// Argument keys holding a shell tool's command, first present wins.
-    pub shell_command_args: Vec<String>,
-    /// Exact names of URL tools (besides those matching `url_pattern`).
-    pub url: Vec<String>,
-    /// Case-insensitive regular expression: a tool name matching it is a URL tool.
-    pub url_pattern: String,
-    /// Argument keys holding a URL tool's URL, first present wins.
-    pub url_args: Vec<String>,
-    /// Tools whose calls change the workspace (`NAME` or `NAME[ARG=V1|V2]`); shell tools
-    /// are judged by their command as well.
-    #[serde(skip)]
-    pub mutating: Vec<MutatingTool>,
-    /// Compiled on first use (most processes never judge a URL tool).
-    #[serde(skip)]
-    url_re: LazyPattern,
-}
-
-/// The compiled `url_pattern`, built on first use and shared by every clone of the
-/// configuration (so cloning an engine never compiles it again). Equality is decided by
-/// `url_pattern`.
-#[derive(Debug, Clone, Default)]
-struct LazyPattern(std::sync::Arc<std::sync::OnceLock<Option<Pattern>>>);
-
-impl PartialEq for LazyPattern {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Default for ToolClasses {
-    fn default() -> Self {
-        let url_pattern = "fetch|search|browse|web_".to_string();
-        ToolClasses {
-            shell: strings(&[
-                "bash",
-                "pwsh",
-                "shell",
-                "Bash",
-                "PowerShell",
-                "run_shell_command",
-                "execute_bash",
-                "exec_command",
-                "Execute",
-                "Shell",
-                "run_commands",
-            ]),
-            shell_command_args: strings(&["command", "cmd", "commands"]),
-            url: Vec::new(),
-            url_re: LazyPattern::default(),
-            url_pattern,
-            url_args: strings(&["url", "href", "uri", "prompt"]),
-            mutating: DEFAULT_MUTATING
-                .iter()
-                .map(|s| MutatingTool::parse(s).expect("valid default"))
-                .collect(),
-        }
-    }
-}
-
-/// A compiled pattern; equal when its source is equal.
-#[derive(Debug, Clone)]
-pub(crate) struct Pattern {
-    re: Regex,
-    /// When the pattern is an alternation of plain words (ASCII letters, digits, `_`), as
-    /// the default is: the words in lower case. An ASCII name matches the case-insensitive
-    /// expression exactly when it contains one of them, ASCII case ignored (the words'
-    /// other case variants, such as `ſ` for `s` or the Kelvin sign for `k`, are not ASCII),
-    /// so an ASCII name is matched without running the expression: a proxy judges one call
-    /// at a time with cold caches, and the regular expression engine was 8% of a judgement
-    /// there. Any other name is matched by the expression.
-    words: Option<Vec<Box<[u8]>>>,
-}
-
-impl PartialEq for Pattern {
-    fn eq(&self, other: &Self) -> bool {
-        self.re.as_str() == other.re.as_str()
-    }
-}
-
-impl Pattern {
-    fn is_match(&self, s: &str) -> bool {
-        match &self.words {
-            Some(words) if s.is_ascii() => {
-                let s = s.as_bytes();
-                words.iter().any(|w| {
-                    w.is_empty() || s.windows(w.len()).any(|part| part.eq_ignore_ascii_case(w))
-                })
-            }
-            _ => self.re.is_match(s),
-        }
-    }
-}
-
-fn compile_url_re(p: &str) -> Result<Pattern, regex::Error> {
-    let re = Regex::new(&format!("(?i){p}"))?;
-    let plain = p
-        .bytes()
-        .all(|b| b == b'|' || b == b'_' || b.is_ascii_alphanumeric());
-    let words = plain.then(|| {
-        p.split('|')
-            .map(|w| w.to_ascii_lowercase().into_bytes().into_boxed_slice())
-            .collect()
-    });
-    Ok(Pattern { re, words })
-}
-
-impl ToolClasses {
-    /// Whether `tool` is a shell tool.
-    pub fn is_shell(&self, tool: &str) -> bool {
-        self.shell.iter().any(|s| s == tool)
-    }
-
-    /// Whether a call changes the workspace: a configured mutating tool, or a shell tool
-    /// whose command writes (see [`super::mutation::shell_writes`]).
-    pub fn is_mutating(&self, tool: &str, args: &serde_json::Value) -> bool {
-        if self.mutating.iter().any(|m| m.matches(tool, args)) {
-            return true;
-        }
-        if !self.is_shell(tool) {
-            return false;
-        }
-        self.command_line(args)
-            .is_some_and(|script| super::mutation::writes::shell_writes(&script))
-    }
-
-    /// The command line of a shell tool's arguments: the first configured argument that is
-    /// a string, or a list of strings: an argv array (`["bash", "-lc", "…"]`) is reduced to
-    /// its script, or joined with spaces; a `commands` list (Cline's `run_commands`: one
-    /// complete command per item) is joined line by line.
-    ///
-    /// Borrowed from the arguments when it is one string (the common case: a call's
-    /// command is read three times, by the fingerprints, the shell-HTTP check and the
-    /// mutation check).
-    pub fn command_line<'a>(
-        &self,
-        args: &'a serde_json::Value,
-    ) -> Option<std::borrow::Cow<'a, str>> {
-        use serde_json::Value;
-        use std::borrow::Cow;
-        self.shell_command_args
-            .iter()
-            .find_map(|key| match args.get(key) {
-                Some(Value::String(s)) => Some(Cow::Borrowed(s.as_str())),
-                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                    let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                    Some(Cow::Owned(if key == "commands" {
-                        words.join("\n")
-                    } else if words.len() >= 3 && matches!(words[1], "-c" | "-lc" | "-ic") {
-                        words[2..].join(" ")
-                    } else {
-                        words.join(" ")
-                    }))
-                }
-                _ => None,
-            })
-    }
-
-    /// Whether `tool` is a URL tool.
-    pub fn is_url_tool(&self, tool: &str) -> bool {
-        self.url.iter().any(|s| s == tool)
-            || self
-                .url_re
-                .0
-                .get_or_init(|| {
-                    (!self.url_pattern.is_empty())
-                        .then(|| compile_url_re(&self.url_pattern).ok())
-                        .flatten()
-                })
-                .as_ref()
-                .is_some_and(|re| re.is_match(tool))
-    }
 }
 
 /// Validated breaker configuration; built only through [`BreakerConfig::from_table`] or
@@ -244,10 +68,6 @@ pub struct BreakerConfig {
     exclude_re: Vec<Glob>,
     #[serde(skip)]
     include_re: Vec<Glob>,
-}
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
 }
 
 const DECOYS_ALL: &[&str] = &[
@@ -410,255 +230,13 @@ pub fn keys() -> &'static [String] {
     &KEYS
 }
 
-/// The keys of `[breaker.tools]`, the same way.
-fn tool_keys() -> &'static [String] {
-    static KEYS: std::sync::LazyLock<Vec<String>> =
-        std::sync::LazyLock::new(|| names_of(&BreakerConfig::default().to_value()["tools"]));
-    &KEYS
-}
-
 fn names_of(v: &Value) -> Vec<String> {
     v.as_object()
         .map(|m| m.keys().cloned().collect())
         .unwrap_or_default()
 }
 
-/// Settings of the original JavaScript plugin (dsh-repeat-tool-breaker) that it retired
-/// before toolbrake existed, in snake_case and camelCase, with what replaced them: someone
-/// porting an old configuration is told where the setting went.
-const REMOVED: &[(&str, &str, &str)] = &[
-    (
-        "shell_http_allow",
-        "shellHttpAllow",
-        "replaced by its `shellHttpBlock` list",
-    ),
-    (
-        "deny_after",
-        "denyAfter",
-        "replaced by `limits`, the gate per fingerprint kind",
-    ),
-    ("warn_after", "warnAfter", "replaced by `warn_at`"),
-    (
-        "register_advisory",
-        "registerAdvisory",
-        "advisories are always delivered: tune `warn_at` and `summarize_at`",
-    ),
-    (
-        "max_same_path",
-        "maxSamePath",
-        "path counters are gone: file actions are identified by `exact:`",
-    ),
-    (
-        "read_tools",
-        "readTools",
-        "path counters are gone: file actions are identified by `exact:`",
-    ),
-    (
-        "match_read_by_substring",
-        "matchReadBySubstring",
-        "path counters are gone: file actions are identified by `exact:`",
-    ),
-];
-
-/// Settings of the original's fetch tool that belong to `[fetch]` here, or that
-/// toolbrake's own HTTP client makes unnecessary, with where they went.
-const MOVED: &[(&str, &str)] = &[
-    ("output_dir", "it is `[fetch] output_dir`"),
-    ("max_bytes", "it is `[fetch] max_bytes`"),
-    ("max_redirects", "it is `[fetch] max_redirects`"),
-    ("user_agent", "it is `[fetch] user_agent`"),
-    ("allow_private_hosts", "it is `[fetch] allow_private_hosts`"),
-    ("cookie_jar", "it is `[fetch] cookie_jar`"),
-    ("timeout_ms", "it is `[fetch] timeout`, a duration such as \"30s\""),
-    ("embed_fetch_file", "toolbrake offers `web_fetch_file` itself (`toolbrake mcp --fetch-tool`), or names the host's fetch tool with `fetch_tool`"),
-    ("fetch_with_curl", "toolbrake fetches with its own HTTP client; offer the tool with `toolbrake mcp --fetch-tool`"),
-    ("curl_path", "toolbrake fetches with its own HTTP client; there is no curl to point at"),
-];
-
-/// A tool-name pattern: `*` means any sequence, everything else is literal; anchored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Glob(Vec<String>);
-
-impl Glob {
-    fn is_match(&self, name: &str) -> bool {
-        let parts = &self.0;
-        if parts.len() == 1 {
-            return name == parts[0];
-        }
-        let (first, last) = (&parts[0], &parts[parts.len() - 1]);
-        if name.len() < first.len() + last.len()
-            || !name.starts_with(first.as_str())
-            || !name.ends_with(last.as_str())
-        {
-            return false;
-        }
-        let mut rest = &name[first.len()..name.len() - last.len()];
-        for mid in &parts[1..parts.len() - 1] {
-            match rest.find(mid.as_str()) {
-                Some(i) => rest = &rest[i + mid.len()..],
-                None => return false,
-            }
-        }
-        true
-    }
-}
-
-pub(crate) fn glob_re(pattern: &str) -> Glob {
-    Glob(pattern.split('*').map(str::to_string).collect())
-}
-
-const P: &str = "breaker";
-
 impl BreakerConfig {
-    /// Reads and validates the `[breaker]` table over the defaults.
-    pub fn from_table(table: Option<&Table>) -> Result<Self, ConfigError> {
-        let mut c = BreakerConfig::default();
-        let Some(t) = table else { return Ok(c) };
-        for (k, v) in t {
-            if let Some((_, camel, hint)) =
-                REMOVED.iter().find(|(s, camel, _)| k == s || k == camel)
-            {
-                return Err(ConfigError::new(
-                    dotted(P, k),
-                    KEY_ITSELF,
-                    format!("is not a toolbrake setting; it was the original plugin's `{camel}`, {hint}"),
-                ));
-            }
-            if let Some((_, hint)) = MOVED.iter().find(|(s, _)| k == s) {
-                return Err(ConfigError::new(
-                    dotted(P, k),
-                    KEY_ITSELF,
-                    format!("is not a `[breaker]` setting: {hint}"),
-                ));
-            }
-            match k.as_str() {
-                "enabled" => c.enabled = get_bool(P, k, v)?,
-                "window" => {
-                    let n = get_int(P, k, v)?;
-                    if !(4..=4096).contains(&n) {
-                        return Err(ConfigError::new(dotted(P, k), show(v), "must be an integer from 4 to 4096"));
-                    }
-                    c.window = n as usize;
-                }
-                "on_limit" => {
-                    c.on_limit = match v.as_str() {
-                        Some("ask") => OnLimit::Ask,
-                        Some("deny") => OnLimit::Deny,
-                        _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"ask\" or \"deny\"")),
-                    }
-                }
-                "local_hosts" => {
-                    c.local_hosts = match v.as_str() {
-                        Some("deny") => LocalHosts::Deny,
-                        Some("allow") => LocalHosts::Allow,
-                        Some("ask") => {
-                            return Err(ConfigError::new(
-                                dotted(P, k),
-                                show(v),
-                                "must be \"deny\" or \"allow\"; \"ask\" was the original plugin's local-only ask, replaced by on_limit = \"ask\", which applies to every measure",
-                            ))
-                        }
-                        _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"deny\" or \"allow\"")),
-                    }
-                }
-                "include_local" => c.include_local = get_bool(P, k, v)?,
-                "warn_at" => c.warn_at = stage(k, v)?,
-                "summarize_at" => c.summarize_at = stage(k, v)?,
-                "fail_warn_at" => c.fail_warn_at = stage(k, v)?,
-                "fail_limit" => c.fail_limit = cap(&dotted(P, k), v)?,
-                "limits" => {
-                    let lt = sub_table(k, v)?;
-                    for (lk, lv) in lt {
-                        c.limits.insert(lk.clone(), cap(&format!("{P}.limits.\"{lk}\""), lv)?);
-                    }
-                }
-                "exclude" => {
-                    c.exclude = get_string_list(P, k, v)?;
-                    c.exclude_re = c.exclude.iter().map(|p| glob_re(p)).collect();
-                }
-                "include" => {
-                    c.include = get_string_list(P, k, v)?;
-                    c.include_re = c.include.iter().map(|p| glob_re(p)).collect();
-                }
-                "ignore_args" => {
-                    let it = sub_table(k, v)?;
-                    for (tool, list) in it {
-                        let list = get_string_list(&format!("{P}.ignore_args"), tool, list)?;
-                        c.ignore_args.insert(tool.clone(), list);
-                    }
-                }
-                "host_aliases" => {
-                    let ht = sub_table(k, v)?;
-                    for (from, to) in ht {
-                        let to = to.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
-                            ConfigError::new(format!("{P}.host_aliases.\"{from}\""), show(to), "must be a non-empty string (a host name)")
-                        })?;
-                        c.host_aliases.insert(from.to_lowercase(), to.to_lowercase());
-                    }
-                }
-                "preview_chars" => c.preview_chars = positive(k, v)?,
-                "result_preview_chars" => c.result_preview_chars = positive(k, v)?,
-                "progress" => c.progress = get_bool(P, k, v)?,
-                "struggle_warn_at" => c.struggle_warn_at = stage(k, v)?,
-                "struggle_ask_at" => c.struggle_ask_at = cap(&dotted(P, k), v)?,
-                "cycle_limit" => {
-                    c.cycle_limit = cap(&dotted(P, k), v)?;
-                    if c.cycle_limit.is_some_and(|n| n > MAX_CYCLE_LIMIT) {
-                        return Err(ConfigError::new(
-                            dotted(P, k),
-                            show(v),
-                            format!("must be an integer from 2 to {MAX_CYCLE_LIMIT}, or \"off\""),
-                        ));
-                    }
-                }
-                "unchanged_limit" => {
-                    c.unchanged_limit = match (v, as_int(v)) {
-                        (Value::Bool(false), _) => None,
-                        (Value::String(s), _) if s == "off" => None,
-                        (_, Some(i)) if (1..=i64::from(MAX_UNCHANGED_LIMIT)).contains(&i) => {
-                            Some(i as u32)
-                        }
-                        _ => {
-                            return Err(ConfigError::new(
-                                dotted(P, k),
-                                show(v),
-                                format!("must be an integer from 1 to {MAX_UNCHANGED_LIMIT}, or \"off\""),
-                            ))
-                        }
-                    }
-                }
-                "same_output_limit" => {
-                    c.same_output_limit = match (v, as_int(v)) {
-                        (Value::Bool(false), _) => None,
-                        (Value::String(s), _) if s == "off" => None,
-                        (_, Some(i)) if (2..=i64::from(MAX_SAME_OUTPUT_LIMIT)).contains(&i) => {
-                            Some(i as u32)
-                        }
-                        _ => {
-                            return Err(ConfigError::new(
-                                dotted(P, k),
-                                show(v),
-                                format!("must be an integer from 2 to {MAX_SAME_OUTPUT_LIMIT}, or \"off\""),
-                            ))
-                        }
-                    }
-                }
-                "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
-                "block_shell_http" => c.block_shell_http = get_bool(P, k, v)?,
-                "block_local_http" => c.block_local_http = get_bool(P, k, v)?,
-                "shell_http_block" => c.shell_http_block = get_string_list(P, k, v)?,
-                "fetch_tool" => {
-                    let name = v.as_str().ok_or_else(|| {
-                        ConfigError::new(dotted(P, k), show(v), "must be a string (a tool name; \"\" for none)")
-                    })?;
-                    c.fetch_tool = (!name.trim().is_empty()).then(|| name.trim().to_string());
-                }
-                _ => return Err(unknown_key(P, k, keys())),
-            }
-        }
-        Ok(c)
-    }
-
     /// Whether the engine judges calls at all.
     pub fn enabled(&self) -> bool {
         self.enabled
@@ -771,100 +349,6 @@ impl BreakerConfig {
     }
 }
 
-fn sub_table<'a>(k: &str, v: &'a Value) -> Result<&'a Table, ConfigError> {
-    v.as_object()
-        .ok_or_else(|| ConfigError::new(dotted(P, k), show(v), "must be a table"))
-}
-
-/// A stage: a positive integer turns it on; `0` or a negative number turns it off;
-/// `"off"` or `false` too. A non-integer is an error (thresholds are integers).
-fn stage(k: &str, v: &Value) -> Result<Option<u32>, ConfigError> {
-    match (v, as_int(v)) {
-        (Value::Bool(false), _) => Ok(None),
-        (Value::String(s), _) if s == "off" => Ok(None),
-        (_, Some(i)) if i <= 0 => Ok(None),
-        (_, Some(i)) if i <= u32::MAX as i64 => Ok(Some(i as u32)),
-        (Value::Number(n), None) if n.is_f64() => Err(ConfigError::new(dotted(P, k), show(v), "must be an integer")),
-        _ => Err(ConfigError::new(
-            dotted(P, k),
-            show(v),
-            format!("must be a number (a positive integer up to {} turns the stage on; 0, a negative number or \"off\" turns it off)", u32::MAX),
-        )),
-    }
-}
-
-/// A gate: an integer >= 2, or `"off"` / `false` for no gate.
-fn cap(key: &str, v: &Value) -> Result<Option<u32>, ConfigError> {
-    match (v, as_int(v)) {
-        (Value::Bool(false), _) => Ok(None),
-        (Value::String(s), _) if s == "off" => Ok(None),
-        (_, Some(i)) if (2..=u32::MAX as i64).contains(&i) => Ok(Some(i as u32)),
-        _ => Err(ConfigError::new(
-            key,
-            show(v),
-            format!("must be an integer from 2 to {}, or \"off\" (no gate for this measure on either track)", u32::MAX),
-        )),
-    }
-}
-
-fn positive(k: &str, v: &Value) -> Result<usize, ConfigError> {
-    let n = get_int(P, k, v)?;
-    if !(1..=1_000_000).contains(&n) {
-        return Err(ConfigError::new(
-            dotted(P, k),
-            show(v),
-            "must be an integer from 1 to 1000000",
-        ));
-    }
-    Ok(n as usize)
-}
-
-fn tool_classes(t: &Table) -> Result<ToolClasses, ConfigError> {
-    let mut c = ToolClasses::default();
-    let p = "breaker.tools";
-    for (k, v) in t {
-        match k.as_str() {
-            "shell" => c.shell = get_string_list(p, k, v)?,
-            "shell_command_args" => c.shell_command_args = get_string_list(p, k, v)?,
-            "url" => c.url = get_string_list(p, k, v)?,
-            "url_args" => c.url_args = get_string_list(p, k, v)?,
-            "mutating" => {
-                c.mutating = get_string_list(p, k, v)?
-                    .iter()
-                    .map(|spec| {
-                        MutatingTool::parse(spec).map_err(|rule| {
-                            ConfigError::new(dotted(p, k), format!("{spec:?}"), rule)
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            "url_pattern" => {
-                let s = v.as_str().ok_or_else(|| {
-                    ConfigError::new(
-                        dotted(p, k),
-                        show(v),
-                        "must be a string (a regular expression)",
-                    )
-                })?;
-                if !s.is_empty() {
-                    // Validated here; compiled again lazily on first use.
-                    compile_url_re(s).map_err(|e| {
-                        ConfigError::new(
-                            dotted(p, k),
-                            show(v),
-                            format!("must be a valid regular expression ({e})"),
-                        )
-                    })?;
-                }
-                c.url_pattern = s.to_string();
-                c.url_re = LazyPattern::default();
-            }
-            _ => return Err(unknown_key(p, k, tool_keys())),
-        }
-    }
-    Ok(c)
-}
-
 /// A stage or gate as written back: its number, or `"off"`.
 fn opt(v: Option<u32>) -> Value {
     v.map_or_else(|| json!("off"), |n| json!(n))
@@ -921,7 +405,10 @@ impl BreakerConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::tools::compile_url_re;
     use super::*;
+    use crate::table::ConfigError;
+    use regex::Regex;
 
     fn load(v: Value) -> Result<BreakerConfig, ConfigError> {
         BreakerConfig::from_table(v.as_object())
