@@ -39,7 +39,6 @@ impl Feedback {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::SessionState;
 
     #[test]
     fn names_round_trip_in_json() {
@@ -50,19 +49,5 @@ mod tests {
             assert_eq!(Feedback::parse(f.as_str()), Some(f));
         }
         assert_eq!(Feedback::parse("wrong"), None);
-    }
-
-    #[test]
-    fn state_without_feedback_decodes_and_stays_unwritten() {
-        let text = serde_json::to_string(&SessionState::default()).unwrap();
-        assert!(!text.contains("feedback"), "{text}");
-        let st: SessionState = serde_json::from_str(&text).unwrap();
-        assert_eq!(st.feedback, None);
-        let mut marked = st.clone();
-        marked.feedback = Some(Feedback::Stuck);
-        let text = serde_json::to_string(&marked).unwrap();
-        assert!(text.contains(r#""feedback":"stuck""#), "{text}");
-        let back: SessionState = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.feedback, Some(Feedback::Stuck));
     }
 }
