@@ -1,4 +1,4 @@
-//! Outcomes and their classification (docs/decisions.md, "Outcomes"): structured
+//! Whether an [`Outcome`] is a failure, and why (docs/decisions.md, "Outcomes"): structured
 //! fields first; the output text only for shell tools; `aborted` is never a failure.
 
 use regex::Regex;
