@@ -6,6 +6,7 @@
 //! - [`parallel`]: the same stream on several cores (sessions spread over processors),
 //!   with the output of one.
 //! - [`reader`]: input lines with a bound on their length.
+//! - [`record`]: what one handled event did, as the processor makes it and reports read it.
 //! - [`import`]: recorded runs (trajectories, Claude Code, Codex) turned into events.
 //! - [`report`]: the replay report (text and HTML).
 //! - [`calibrate`]: split-conformal calibration of a stop line, in exact arithmetic.
@@ -13,6 +14,7 @@
 //!   frontier and the recommendation (`toolbrake tune`).
 #![deny(missing_docs)]
 
+mod answer;
 pub mod calibrate;
 pub mod event;
 /// The importers of recorded runs (the `toolbrake-import` crate).
@@ -20,6 +22,7 @@ pub use toolbrake_import as import;
 pub mod parallel;
 pub mod processor;
 pub mod reader;
+pub mod record;
 pub mod report;
 pub mod settings;
 pub mod tune;

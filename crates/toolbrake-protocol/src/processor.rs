@@ -4,204 +4,24 @@
 //! sessions (`answer` and `result` events name only the call). Nothing else: a stream of
 //! any length replays in memory bounded by its open sessions and calls.
 
+use crate::answer::{
+    ambiguous, clip, decision_line, session_line, settled_out, texts, to_line, DecisionOut,
+    ErrorBody, ErrorOut, FailureOut, ResultOut,
+};
 use crate::event::{self, Event};
-use serde::Serialize;
+pub use crate::record::{CallDetail, Handled, Record, PREVIEW_CHARS};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use toolbrake_core::canonical::call_digest;
 use toolbrake_core::engine::Prepared;
-use toolbrake_core::progress::{Digested, OutputDigest};
-use toolbrake_core::{
-    Advisory, Call, Decision, Engine, EngineError, Failure, Hit, Outcome, Settled, Verdict,
-};
+use toolbrake_core::progress::Digested;
+use toolbrake_core::{Call, Engine, EngineError, Outcome};
 use toolbrake_session::{Observer, SessionError, Sessions};
 use toolbrake_store::Store;
 
 /// Open calls remembered per session (an engine session remembers as many).
 pub use toolbrake_core::MAX_OPEN_CALLS;
-
-#[derive(Serialize)]
-struct HitOut<'a> {
-    fingerprint: &'a str,
-    count: u32,
-    limit: u32,
-    track: &'static str,
-}
-
-#[derive(Serialize)]
-struct SettledOut<'a> {
-    id: &'a str,
-    verdict: &'static str,
-}
-
-#[derive(Serialize)]
-struct DecisionOut<'a> {
-    id: &'a str,
-    verdict: &'static str,
-    engine: Option<&'static str>,
-    code: Option<&'static str>,
-    message: Option<&'a str>,
-    hits: Vec<HitOut<'a>>,
-    advisories: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    settled: Vec<SettledOut<'a>>,
-    /// Present when toolbrake could not judge the call (its store failed) and let it run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    degraded: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct FailureOut<'a> {
-    reason: &'static str,
-    detail: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct ResultOut<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ignored: Option<&'static str>,
-    advisories: Vec<&'a str>,
-    failure: Option<FailureOut<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    settled: Vec<SettledOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct SessionOut<'a> {
-    session: &'a str,
-    ok: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    settled: Vec<SettledOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    line: u64,
-    message: &'a str,
-}
-
-#[derive(Serialize)]
-struct ErrorOut<'a> {
-    error: ErrorBody<'a>,
-}
-
-fn hits_out(hits: &[Hit]) -> Vec<HitOut<'_>> {
-    hits.iter()
-        .map(|h| HitOut {
-            fingerprint: &h.fingerprint,
-            count: h.count,
-            limit: h.limit,
-            track: h.track.as_str(),
-        })
-        .collect()
-}
-
-fn settled_out(s: &[Settled]) -> Vec<SettledOut<'_>> {
-    s.iter()
-        .map(|x| SettledOut {
-            id: &x.id,
-            verdict: x.verdict.as_str(),
-        })
-        .collect()
-}
-
-fn texts(a: &[Advisory]) -> Vec<&str> {
-    a.iter().map(|x| x.text.as_str()).collect()
-}
-
-fn to_line<T: Serialize>(v: &T) -> String {
-    // Most answers are 100 to 250 bytes: one allocation, not a first one of 128 grown.
-    let mut out = Vec::with_capacity(256);
-    serde_json::to_writer(&mut out, v).expect("output structs always serialise");
-    // serde_json writes only valid UTF-8.
-    String::from_utf8(out).expect("serde_json writes UTF-8")
-}
-
-/// What one event did, for reports.
-#[derive(Debug, Clone)]
-pub enum Record {
-    /// A call was judged.
-    Call {
-        /// Session key the call was counted in.
-        session: String,
-        /// The call's identity digest (the streak hash), for repeat statistics; only when
-        /// the processor was asked for it ([`Processor::with_call_digests`]).
-        digest: Option<[u8; 32]>,
-        /// The tool and a redacted preview of its arguments, for reports; only with
-        /// [`Processor::with_call_digests`].
-        detail: Option<CallDetail>,
-        /// The decision.
-        decision: Decision,
-    },
-    /// An ask was answered.
-    Answer {
-        /// Session key.
-        session: String,
-        /// The final decision.
-        decision: Decision,
-    },
-    /// A result was recorded.
-    Result {
-        /// Session key.
-        session: String,
-        /// Call id.
-        id: String,
-        /// Advisories it produced.
-        advisories: Vec<Advisory>,
-        /// The classified failure.
-        failure: Option<Failure>,
-        /// The normalised digest of the reported outcome, for reports that tell waste from
-        /// new information; only with [`Processor::with_call_digests`].
-        output: Option<OutputDigest>,
-        /// Bytes of the output text the call returned (0 when none was reported): what a
-        /// stopped call would have added to the run (the report's "output bytes saved").
-        output_bytes: u64,
-        /// Asks settled before it.
-        settled: Vec<Settled>,
-    },
-    /// A user message.
-    User {
-        /// Session key.
-        session: String,
-        /// Asks settled before it.
-        settled: Vec<Settled>,
-    },
-    /// A session ended.
-    End {
-        /// Session key.
-        session: String,
-        /// Asks settled before it.
-        settled: Vec<Settled>,
-    },
-    /// The line was in error.
-    Error,
-}
-
-/// A call as a report shows it: never the arguments, a redacted preview.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallDetail {
-    /// The tool.
-    pub tool: String,
-    /// Its canonical arguments, redacted and cut to [`PREVIEW_CHARS`] characters.
-    pub preview: String,
-}
-
-/// Characters of a call's arguments a report shows.
-pub const PREVIEW_CHARS: usize = 120;
-
-/// One handled event: the output line and what happened.
-#[derive(Debug, Clone)]
-pub struct Handled {
-    /// The output line (JSON, no newline); empty for an event in no error when the
-    /// processor writes no lines ([`Processor::with_lines`]).
-    pub line: String,
-    /// Whether the line is an error line.
-    pub is_error: bool,
-    /// What happened, for reports.
-    pub record: Record,
-}
 
 /// The protocol processor.
 pub struct Processor {
@@ -657,7 +477,7 @@ impl Processor {
                 advisories: post.advisories,
                 failure: post.failure,
                 output: match digested {
-                    Some(d) if self.call_digests => crate::report::recorded_output_of(outcome, d),
+                    Some(d) if self.call_digests => crate::record::recorded_output_of(outcome, d),
                     _ => None,
                 },
                 output_bytes: outcome.text.as_ref().map_or(0, |t| t.len() as u64),
@@ -747,54 +567,6 @@ pub fn parse_line(line: &[u8]) -> Result<Value, String> {
             format!("not JSON: {} at column {}", json_category(&e), e.column())
         }
     })
-}
-
-fn session_line(session: &str, settled: &[Settled]) -> String {
-    to_line(&SessionOut {
-        session,
-        ok: true,
-        settled: settled_out(settled),
-    })
-}
-
-fn decision_line(d: &Decision) -> String {
-    to_line(&DecisionOut {
-        id: &d.id,
-        verdict: d.verdict.as_str(),
-        engine: if d.verdict == Verdict::Allow {
-            None
-        } else {
-            d.engine
-        },
-        code: d.code,
-        message: d.message.as_deref(),
-        hits: hits_out(&d.hits),
-        advisories: texts(&d.advisories),
-        settled: settled_out(&d.settled),
-        degraded: None,
-    })
-}
-
-/// "call id … is open in N sessions (…)": the sessions listed in sorted order, so that the
-/// message does not depend on how the sessions were spread over processors.
-fn ambiguous(id: &str, keys: &[&String]) -> String {
-    let mut sorted = keys.to_vec();
-    sorted.sort();
-    format!(
-        "call id {:?} is open in {} sessions ({}); name the session: add \"session\" to this event",
-        clip(id),
-        keys.len(),
-        sorted
-            .iter()
-            .take(4)
-            .map(|k| format!("{:?}", clip(k)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
-fn clip(s: &str) -> String {
-    s.chars().take(64).collect()
 }
 
 fn json_category(e: &serde_json::Error) -> &'static str {

@@ -12,7 +12,7 @@
 //! identical call came before), *unknown* when the recording has no output for it. The
 //! share of new information among stopped calls is the false-alarm rate on that history.
 
-use crate::processor::Record;
+use crate::record::Record;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -24,24 +24,6 @@ use toolbrake_core::{Settled, Verdict};
 /// (seeded per process) rather than SipHash (a twentieth of a tune's time went to SipHash).
 /// Nothing reads them in their own order.
 pub type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// What a recorded run got from a call, for judging stopped calls: the outcome's digest,
-/// or `None` when the recording holds nothing (no field and no text, or empty text only:
-/// a run cut off at its step limit records its last call with an empty output).
-pub fn recorded_output(outcome: &toolbrake_core::Outcome) -> Option<OutputDigest> {
-    recorded_output_of(outcome, toolbrake_core::progress::Digested::of(outcome))
-}
-
-/// [`recorded_output`], given the outcome's digest made already.
-pub fn recorded_output_of(
-    outcome: &toolbrake_core::Outcome,
-    digested: toolbrake_core::progress::Digested,
-) -> Option<OutputDigest> {
-    if outcome.text.as_deref() == Some("") && !outcome.has_fields() {
-        return None;
-    }
-    digested.get()
-}
 
 /// One call's mark on a session's timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
