@@ -202,8 +202,9 @@ fn verb_counts_every_run_whatever_it_returned() {
 /// that, not of repeats or of new output.
 #[test]
 fn unchanged_says_the_same_result_came_back_after_changes() {
-    let mut s =
-        Session::new(json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny"}}));
+    let mut s = Session::new(
+        json!({"streak": {"enabled": false}, "breaker": {"on_limit": "deny", "unchanged_limit": 3}}),
+    );
     let run = json!({"command": "cd /repo && python reproduce_issue.py"});
     let failed = || Outcome {
         exit_code: Some(1),
