@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The outputs that must not change when the code is only moved: replay's protocol lines,
 # `replay --report` and `tune --json` over the bundled runs, each as a sha256.
-# Usage: scripts/checksums.sh [BINARY]   (default: target/release/toolbrake)
+# Usage: scripts/checksums.sh [BINARY [CONFIG]]   (default: target/release/toolbrake, the
+# built-in defaults; a CONFIG pins settings, so a refactor landed after a change of a default
+# can still be compared with the outputs from before it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-target/release/toolbrake}"
 runs=(examples/trajectories/calls.jsonl.gz)
 sum() { sha256sum | cut -c1-16; }
 empty="$(mktemp)"; trap 'rm -f "$empty"' EXIT
+[ -n "${2:-}" ] && cp "$2" "$empty"
 export NO_COLOR=1
 cfg=(--config "$empty")   # the built-in defaults, whatever ./toolbrake.toml says
 printf 'replay           %s\n' "$("$bin" replay "${cfg[@]}" --from trajectory "${runs[@]}" | sum)"
