@@ -15,7 +15,7 @@
 //! Session key: `session_id`, plus `#agent:<agent_id>` when a sub-agent calls.
 
 use crate::host::Host;
-use crate::init::{Event, Install};
+use crate::init::{Event, Install, Place};
 
 /// Claude Code's events as `init` installs them (event, matcher, timeout in seconds); the
 /// hosts that speak its dialect each take those they have.
@@ -37,6 +37,19 @@ impl Host for Claude {
         Install {
             events: &[PRE, POST, FAILURE, BATCH, PROMPT, START, END, STOP],
             ..Install::GROUPS
+        }
+    }
+
+    fn place(&self) -> Place {
+        let file = ".claude/settings.json";
+        Place {
+            local: Some(".claude/settings.local.json"),
+            ..Place::with_env(
+                "Claude Code",
+                file,
+                file,
+                ("CLAUDE_CONFIG_DIR", "settings.json"),
+            )
         }
     }
 }

@@ -21,7 +21,7 @@
 
 use crate::event::{args_of, clip, response_text, str_field, Event, HostCall, Reading, Service};
 use crate::host::{judged, refusal, Host};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
@@ -88,6 +88,15 @@ impl Host for Cline {
             hook_files: true,
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::with_env(
+            "Cline",
+            ".clinerules/hooks",
+            ".cline/hooks",
+            ("CLINE_DIR", "hooks"),
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 use crate::claude::{POST, PRE, PROMPT, START, STOP};
 use crate::event::{open_regular, str_field};
 use crate::host::{self, Host};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom};
 use toolbrake_core::Outcome;
@@ -20,6 +20,11 @@ impl Host for Codex {
             events: &[PRE, POST, PROMPT, START, STOP],
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        let file = ".codex/hooks.json";
+        Place::with_env("Codex", file, file, ("CODEX_HOME", "hooks.json"))
     }
 
     fn outcome(&self, event: &str, p: &Value) -> Outcome {

@@ -24,7 +24,7 @@
 
 use crate::event::{args_of, clip, response_text, str_field, Event, HostCall, Reading, Service};
 use crate::host::{judged, Host};
-use crate::init::{Install, Layout};
+use crate::init::{Install, Layout, Place};
 use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
@@ -93,6 +93,15 @@ impl Host for Copilot {
             layout: Layout::Copilot,
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::with_env(
+            "GitHub Copilot CLI",
+            ".github/hooks/toolbrake.json",
+            ".copilot/hooks/toolbrake.json",
+            ("COPILOT_HOME", "hooks/toolbrake.json"),
+        )
     }
 }
 

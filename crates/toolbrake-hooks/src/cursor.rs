@@ -22,7 +22,7 @@ use crate::event::{
     args_of, clip, response_text, str_field, Event, HostCall, Judged, Reading, Service,
 };
 use crate::host::{judged, refusal, Host};
-use crate::init::{Install, Layout};
+use crate::init::{Install, Layout, Place};
 use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
@@ -117,6 +117,10 @@ impl Host for Cursor {
             layout: Layout::Cursor,
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::at("Cursor", ".cursor/hooks.json")
     }
 }
 

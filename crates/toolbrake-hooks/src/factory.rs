@@ -15,7 +15,7 @@
 use crate::claude::{END, POST, PRE, PROMPT, START, STOP, SUBAGENT_STOP};
 use crate::event::{open_regular, response_text, str_field, Event, Reading, Service};
 use crate::host::{self, Host};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use crate::HookError;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -35,6 +35,10 @@ impl Host for Factory {
             events_at_root: true,
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::at("Factory Droid", ".factory/hooks.json")
     }
 
     /// Claude Code's reading, with call ids from the transcript; before a call is judged or

@@ -13,7 +13,7 @@
 
 use crate::event::{clip, response_text, Event, Reading, Service};
 use crate::host::{self, Host};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
 
@@ -41,6 +41,10 @@ impl Host for Gemini {
             switch: Some(("hooksConfig", "enabled")),
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::at("Gemini CLI", ".gemini/settings.json")
     }
 
     fn is_pre_event(&self, event: &str) -> bool {

@@ -10,7 +10,7 @@
 
 use crate::event::{args_of, clip, response_text, str_field, Event, HostCall, Judged};
 use crate::event::{Reading, Service};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use crate::PayloadError;
 use serde_json::{json, Value};
 use toolbrake_core::Outcome;
@@ -20,6 +20,9 @@ use toolbrake_core::Outcome;
 pub(crate) trait Host: Sync {
     /// What `toolbrake init` writes into the host's settings file.
     fn install(&self) -> Install;
+
+    /// Where that file is.
+    fn place(&self) -> Place;
 
     /// Whether `event` judges a call before it runs (an empty event: not known).
     fn is_pre_event(&self, event: &str) -> bool {

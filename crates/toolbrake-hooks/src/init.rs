@@ -40,6 +40,62 @@ impl Install {
     };
 }
 
+/// Where `init` puts a host's hooks: paths relative to the project's root or the user's
+/// home. Finding those folders (the working folder, `HOME`, the environment) is the
+/// caller's job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// The host's name, as its users know it (`Claude Code`).
+    pub title: &'static str,
+    /// The project's shared file (or Cline's folder of hook files); its first component is
+    /// the host's own folder, which marks a project's root (`.claude`).
+    pub project: &'static str,
+    /// The project's personal file (Claude Code's `settings.local.json`), for the hosts that
+    /// have one.
+    pub local: Option<&'static str>,
+    /// The user's file, under the home folder.
+    pub user: &'static str,
+    /// The environment variable naming the user's folder for this host, and the file under
+    /// it, used instead of [`Place::user`] when it is set (`CODEX_HOME`).
+    pub user_env: Option<(&'static str, &'static str)>,
+}
+
+impl Place {
+    /// A host whose project and user files are the same path (`.qwen/settings.json`).
+    pub(crate) const fn at(title: &'static str, path: &'static str) -> Place {
+        Place {
+            title,
+            project: path,
+            local: None,
+            user: path,
+            user_env: None,
+        }
+    }
+
+    /// A host whose user file is elsewhere than its project file, and whose user folder an
+    /// environment variable can name: `env` is (the variable, the file under it).
+    pub(crate) const fn with_env(
+        title: &'static str,
+        project: &'static str,
+        user: &'static str,
+        env: (&'static str, &'static str),
+    ) -> Place {
+        Place {
+            title,
+            project,
+            local: None,
+            user,
+            user_env: Some(env),
+        }
+    }
+
+    /// The host's own folder in a project (`.claude`), which marks the project's root.
+    pub fn folder(&self) -> &'static str {
+        let project: &'static str = self.project;
+        project.split('/').next().unwrap_or(project)
+    }
+}
+
 /// How a host's file holds a handler.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Layout {

@@ -86,6 +86,11 @@ impl Dialect {
         self.entry().1
     }
 
+    /// Where `toolbrake init` puts this host's hooks.
+    pub fn place(self) -> init::Place {
+        self.host().place()
+    }
+
     /// The name on the command line: `claude`, `codex`, `gemini`, `copilot`, `qwen`,
     /// `cursor`, `cline` or `factory`.
     pub fn as_str(self) -> &'static str {

@@ -7,7 +7,7 @@
 use crate::claude::{BATCH, END, FAILURE, POST, PRE, PROMPT, STOP};
 use crate::event::{Event, Reading, Service};
 use crate::host::{self, Host};
-use crate::init::Install;
+use crate::init::{Install, Place};
 use serde_json::Value;
 use toolbrake_core::Outcome;
 
@@ -21,6 +21,10 @@ impl Host for Qwen {
             events: &[PRE, POST, FAILURE, BATCH, PROMPT, END, STOP],
             ..Install::GROUPS
         }
+    }
+
+    fn place(&self) -> Place {
+        Place::at("Qwen Code", ".qwen/settings.json")
     }
 
     fn read<'p>(&self, event: &str, p: &'p Value, _: &Service<'_>) -> Reading<'p> {

@@ -20,20 +20,6 @@ fn env_dir(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The host's name, as its users know it.
-fn host_name(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Claude => "Claude Code",
-        Dialect::Codex => "Codex",
-        Dialect::Gemini => "Gemini CLI",
-        Dialect::Copilot => "GitHub Copilot CLI",
-        Dialect::Qwen => "Qwen Code",
-        Dialect::Cursor => "Cursor",
-        Dialect::Cline => "Cline",
-        Dialect::Factory => "Factory Droid",
-    }
-}
-
 /// Which settings file `init` edits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -52,16 +38,7 @@ pub enum Scope {
 fn project_root(dialect: Dialect) -> Result<PathBuf, CliError> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
-    let own = match dialect {
-        Dialect::Claude => ".claude",
-        Dialect::Codex => ".codex",
-        Dialect::Gemini => ".gemini",
-        Dialect::Copilot => ".github",
-        Dialect::Qwen => ".qwen",
-        Dialect::Cursor => ".cursor",
-        Dialect::Cline => ".clinerules",
-        Dialect::Factory => ".factory",
-    };
+    let own = dialect.place().folder();
     Ok(project_root_marked(&cwd, |d| d.join(own).is_dir()))
 }
 
@@ -88,50 +65,16 @@ fn settings_file(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
 }
 
 fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliError> {
-    if scope == Scope::Local && dialect != Dialect::Claude {
-        return Err(format!("--local is for Claude Code (settings.local.json); {} has no personal project file: use --project or the default user settings", host_name(dialect)).into());
-    }
-    Ok(match (dialect, scope) {
-        (Dialect::Copilot, Scope::Project) => {
-            project_root(dialect)?.join(".github/hooks/toolbrake.json")
+    let place = dialect.place();
+    Ok(match (scope, place.local) {
+        (Scope::Local, None) => {
+            return Err(format!("--local is for Claude Code (settings.local.json); {} has no personal project file: use --project or the default user settings", place.title).into())
         }
-        (Dialect::Copilot, _) => match env_dir("COPILOT_HOME") {
-            Some(d) => d.join("hooks/toolbrake.json"),
-            None => home()?.join(".copilot/hooks/toolbrake.json"),
-        },
-        (Dialect::Qwen, Scope::Project) => project_root(dialect)?.join(".qwen/settings.json"),
-        (Dialect::Qwen, _) => home()?.join(".qwen/settings.json"),
-        (Dialect::Cursor, Scope::Project) => project_root(dialect)?.join(".cursor/hooks.json"),
-        (Dialect::Cursor, _) => home()?.join(".cursor/hooks.json"),
-        (Dialect::Factory, Scope::Project) => project_root(dialect)?.join(".factory/hooks.json"),
-        (Dialect::Factory, _) => home()?.join(".factory/hooks.json"),
-        (Dialect::Cline, Scope::Project) => project_root(dialect)?.join(".clinerules/hooks"),
-        (Dialect::Cline, _) => match env_dir("CLINE_DIR") {
-            Some(d) => d.join("hooks"),
-            None => home()?.join(".cline/hooks"),
-        },
-        (Dialect::Claude, Scope::Project) => project_root(dialect)?.join(".claude/settings.json"),
-        (Dialect::Claude, Scope::Local) => {
-            project_root(dialect)?.join(".claude/settings.local.json")
-        }
-        (Dialect::Codex, Scope::Project) => project_root(dialect)?.join(".codex/hooks.json"),
-        (Dialect::Gemini, Scope::Project) => project_root(dialect)?.join(".gemini/settings.json"),
-        (Dialect::Gemini, Scope::Local) => {
-            return Err("--local is for Claude Code (settings.local.json); Gemini CLI has no personal project file: use --project or the default user settings".into())
-        }
-        (Dialect::Gemini, Scope::User) => home()?.join(".gemini/settings.json"),
-        (Dialect::Codex, Scope::Local) => {
-            return Err("--local is for Claude Code (settings.local.json); Codex has no personal project file: use --project or the default user settings".into())
-        }
-        (Dialect::Claude, Scope::User) => {
-            match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-                Some(d) => PathBuf::from(d).join("settings.json"),
-                None => home()?.join(".claude/settings.json"),
-            }
-        }
-        (Dialect::Codex, Scope::User) => match std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d).join("hooks.json"),
-            None => home()?.join(".codex/hooks.json"),
+        (Scope::Local, Some(file)) => project_root(dialect)?.join(file),
+        (Scope::Project, _) => project_root(dialect)?.join(place.project),
+        (Scope::User, _) => match place.user_env.and_then(|(var, file)| env_dir(var).map(|d| d.join(file))) {
+            Some(file) => file,
+            None => home()?.join(place.user),
         },
     })
 }
