@@ -1,6 +1,8 @@
 //! Installing toolbrake's hooks into a host's settings (`toolbrake init`): a pure merge
-//! over the settings JSON, idempotent, leaving every other hook and setting as it was.
-//! Reading, backing up and writing the file is the caller's job.
+//! over the settings JSON, idempotent, leaving every other hook and setting as it was. What
+//! each host needs is its own module's (`Install`: its events and how its file holds a
+//! handler; [`Place`]: where that file is); this file applies it. Reading, backing up and
+//! writing the file is the caller's job.
 
 use crate::Dialect;
 use serde_json::{json, Map, Value};
