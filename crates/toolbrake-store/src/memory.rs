@@ -51,9 +51,12 @@ enum Held {
     Compact(Box<[u8]>),
 }
 
-/// A state's JSON, deflated by `deflate` (one compressor for a whole sweep: setting one
-/// up costs more than compressing a state).
-fn compress(deflate: &mut flate2::Compress, state: &SessionState) -> std::io::Result<Box<[u8]>> {
+/// A state's JSON, deflated by `deflate` (one compressor for a whole sweep), and the
+/// JSON's length.
+fn compress(
+    deflate: &mut flate2::Compress,
+    state: &SessionState,
+) -> std::io::Result<(Box<[u8]>, usize)> {
     let json = serde_json::to_vec(state)?;
     deflate.reset();
     let mut out = Vec::with_capacity(json.len() / 3 + 64);
@@ -66,7 +69,7 @@ fn compress(deflate: &mut flate2::Compress, state: &SessionState) -> std::io::Re
         }
     }
     // A copy of its exact size: the buffer is freed for the next state's.
-    Ok(Box::from(out.as_slice()))
+    Ok((Box::from(out.as_slice()), json.len()))
 }
 
 /// The state [`compress`] kept, and its JSON's length.
@@ -79,10 +82,11 @@ fn decompress(bytes: &[u8]) -> Result<(SessionState, u64), String> {
     Ok((state, json.len() as u64))
 }
 
-/// Idle sessions compressed by one sweep at most (each costs 0.1–0.3 ms of JSON and
-/// deflate, under the store's lock): a burst of sessions going idle at once is compressed
-/// over several sweeps rather than in one pause.
-const COMPACT_PER_SWEEP: usize = 32;
+/// JSON compressed by one sweep at most (a state of 7.6 KB costs 0.1–0.3 ms of encoding
+/// and deflate, under the store's lock): a burst of sessions going idle at once is
+/// compressed over several sweeps rather than in one pause, many small ones a sweep or
+/// a few large ones.
+const COMPACT_BYTES_PER_SWEEP: usize = 256 << 10;
 
 /// Session key → its entry. Looked up on every event, under the lock: foldhash, with a
 /// seed of its own per process, instead of SipHash.
@@ -263,8 +267,8 @@ impl MemoryStore {
     }
 
     /// Every 1024 writes (sweeping is O(sessions)): forgets the sessions idle past
-    /// `idle_ttl`, and compresses at most [`COMPACT_PER_SWEEP`] of those idle past
-    /// `compact_after` (never `writing`, the session about to be written).
+    /// `idle_ttl`, and compresses those idle past `compact_after`, at most
+    /// [`COMPACT_BYTES_PER_SWEEP`] of JSON (never `writing`, the session being written).
     fn sweep(&self, inner: &mut Inner, now: u64, writing: &str) {
         if self.idle_ttl_ms.is_none() && self.compact_after_ms.is_none() {
             return;
@@ -282,7 +286,7 @@ impl MemoryStore {
         // One pass over the sessions for both.
         let (ttl, after) = (self.idle_ttl_ms, self.compact_after_ms);
         let mut freed = 0;
-        let mut budget = COMPACT_PER_SWEEP;
+        let mut budget = COMPACT_BYTES_PER_SWEEP;
         let mut deflate = None;
         sessions.retain(|key, e| {
             let idle = now.saturating_sub(e.seen);
@@ -299,12 +303,12 @@ impl MemoryStore {
             let deflate = deflate
                 .get_or_insert_with(|| flate2::Compress::new(flate2::Compression::fast(), false));
             // A state that cannot be encoded stays as it is.
-            if let Ok(packed) = compress(deflate, state) {
+            if let Ok((packed, json)) = compress(deflate, state) {
                 let size = packed.len() as u64 + key.len() as u64;
                 *bytes = bytes.saturating_sub(e.bytes) + size;
                 e.bytes = size;
                 e.held = Held::Compact(packed);
-                budget -= 1;
+                budget = budget.saturating_sub(json);
             }
             true
         });
