@@ -15,10 +15,10 @@ pub enum Record {
         /// Session key the call was counted in.
         session: String,
         /// The call's identity digest (the streak hash), for repeat statistics; only when
-        /// the processor was asked for it ([`Processor::with_call_digests`]).
+        /// the processor was asked for it ([`crate::Processor::with_call_digests`]).
         digest: Option<[u8; 32]>,
         /// The tool and a redacted preview of its arguments, for reports; only with
-        /// [`Processor::with_call_digests`].
+        /// [`crate::Processor::with_call_digests`].
         detail: Option<CallDetail>,
         /// The decision.
         decision: Decision,
@@ -41,7 +41,7 @@ pub enum Record {
         /// The classified failure.
         failure: Option<Failure>,
         /// The normalised digest of the reported outcome, for reports that tell waste from
-        /// new information; only with [`Processor::with_call_digests`].
+        /// new information; only with [`crate::Processor::with_call_digests`].
         output: Option<OutputDigest>,
         /// Bytes of the output text the call returned (0 when none was reported): what a
         /// stopped call would have added to the run (the report's "output bytes saved").
@@ -83,7 +83,7 @@ pub const PREVIEW_CHARS: usize = 120;
 #[derive(Debug, Clone)]
 pub struct Handled {
     /// The output line (JSON, no newline); empty for an event in no error when the
-    /// processor writes no lines ([`Processor::with_lines`]).
+    /// processor writes no lines ([`crate::Processor::with_lines`]).
     pub line: String,
     /// Whether the line is an error line.
     pub is_error: bool,
