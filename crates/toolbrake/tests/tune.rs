@@ -444,7 +444,7 @@ fn the_figures_are_the_same_whatever_the_number_of_jobs() {
         "--from",
         "trajectory",
         "--sweep",
-        "unchanged_limit=2,4",
+        "unchanged_limit=3,4",
         "--sweep",
         "cycle_limit=2,3",
     ];

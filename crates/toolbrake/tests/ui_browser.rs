@@ -465,7 +465,7 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     );
     assert!(
         stops.contains("fix-tests")
-            && stops.contains("It ran `pytest tests/test_a.py` 4 times while its result kept coming back the same or failing: toolbrake stopped it."),
+            && stops.contains("It ran `pytest tests/test_a.py` 3 times while its result kept coming back the same or failing: toolbrake stopped it."),
         "the declined ask is a stop: {stops}"
     );
     assert!(!stops.contains("sk-live"), "never a secret: {stops}");
