@@ -16,6 +16,10 @@ cfg=(--config "$empty")   # the built-in defaults, whatever ./toolbrake.toml say
 printf 'replay           %s\n' "$("$bin" replay "${cfg[@]}" --from trajectory "${runs[@]}" | sum)"
 printf 'replay --report  %s\n' "$("$bin" replay "${cfg[@]}" --from trajectory --report "${runs[@]}" | sum)"
 printf 'tune --json      %s\n' "$("$bin" tune "${cfg[@]}" --from trajectory --json --jobs 1 "${runs[@]}" | sum)"
+# An explicit sweep has no "defaults" row, so it compares across a change of a default too.
+printf 'tune --sweep     %s\n' "$("$bin" tune "${cfg[@]}" --from trajectory --json --jobs 1 \
+  --sweep breaker.unchanged_limit=2,3,4 --sweep streak.max_repeats=2,3 --sweep breaker.cycle_limit=2,3 \
+  "${runs[@]}" | sum)"
 for f in examples/*.jsonl; do
   printf 'replay %-28s %s\n' "$(basename "$f")" "$("$bin" replay "${cfg[@]}" --from trajectory "$f" 2>/dev/null | sum)"
 done
