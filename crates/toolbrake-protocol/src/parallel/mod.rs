@@ -24,16 +24,16 @@
 
 mod route;
 
-use crate::import::Importer;
 use crate::processor::{Handled, Processor};
-use crate::Input;
-use crate::Sink;
+use crate::stream::Input;
+use crate::stream::Sink;
 use route::Route;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::io::{self, BufRead};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use toolbrake_import::Importer;
 
 /// Lines in flight (routed, not yet written) at most.
 const MAX_IN_FLIGHT: usize = 4096;
@@ -499,7 +499,7 @@ pub fn run_sharded(
 ) -> io::Result<Vec<Processor>> {
     if processors.len() <= 1 {
         if let Some(p) = processors.first_mut() {
-            crate::run(input, importer, p, max_line, sink)?;
+            crate::stream::run(input, importer, p, max_line, sink)?;
         }
         return Ok(processors);
     }
@@ -534,20 +534,21 @@ pub fn run_sharded(
         let read = (|| -> io::Result<()> {
             // The processors may hold open calls from an earlier input.
             router.rebuild()?;
-            let fed = crate::read_input(input, importer, max_line, &mut |item| match item {
-                Input::Line(no, bytes) => {
-                    let route = Route::of_line(bytes);
-                    match router.target(route, no)? {
-                        Target::Shard(shard) => router.send_line(shard, no, bytes),
-                        Target::Refused(shard, error) => router.send(shard, bytes.len(), error),
+            let fed =
+                crate::stream::read_input(input, importer, max_line, &mut |item| match item {
+                    Input::Line(no, bytes) => {
+                        let route = Route::of_line(bytes);
+                        match router.target(route, no)? {
+                            Target::Shard(shard) => router.send_line(shard, no, bytes),
+                            Target::Refused(shard, error) => router.send(shard, bytes.len(), error),
+                        }
                     }
-                }
-                Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
-                Input::Event(no, ev, size) => match router.target(Route::of_value(&ev), no)? {
-                    Target::Shard(shard) => router.send(shard, size, Work::Event(no, ev)),
-                    Target::Refused(shard, error) => router.send(shard, size, error),
-                },
-            });
+                    Input::TooLong(no, msg) => router.send(0, 0, Work::Error(no, msg)),
+                    Input::Event(no, ev, size) => match router.target(Route::of_value(&ev), no)? {
+                        Target::Shard(shard) => router.send(shard, size, Work::Event(no, ev)),
+                        Target::Refused(shard, error) => router.send(shard, size, error),
+                    },
+                });
             // Whatever stopped the input (a read error, say), the lines read before it are
             // answered, as one processor would have answered them.
             let drained = router.drain();

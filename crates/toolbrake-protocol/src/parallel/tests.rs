@@ -62,7 +62,7 @@ proptest! {
         shards in 2usize..4,
     ) {
         let mut one = Lines(Vec::new());
-        crate::run(&input[..], None, &mut processor(), 1 << 20, &mut one).unwrap();
+        crate::stream::run(&input[..], None, &mut processor(), 1 << 20, &mut one).unwrap();
         ID_HASH_MASK.with(|m| m.set((1u64 << bits) - 1));
         let mut many = Lines(Vec::new());
         let run = run_sharded(&input[..], None, (0..shards).map(|_| processor()).collect(), 1 << 20, &mut many);

@@ -15,11 +15,10 @@
 
 use crate::calibrate::Share;
 use crate::event::{self, Event};
-use crate::import::Importer;
 use crate::processor::{parse_event, Processor, Record};
 use crate::record::recorded_output_of;
 use crate::report::Report;
-use crate::Input;
+use crate::stream::Input;
 use serde_json::Value;
 use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,13 +28,16 @@ use toolbrake_core::config::Config;
 use toolbrake_core::engine::Prepared;
 use toolbrake_core::progress::{Digested, OutputDigest};
 use toolbrake_core::{Call, Engine};
+use toolbrake_import::Importer;
 use toolbrake_store::MemoryStore;
 
 pub mod calibration;
+mod figures;
 mod recommend;
 mod render;
 mod sweep;
 
+pub use figures::{Figures, RunFigures};
 pub use recommend::DEFAULT_MAX_HARMFUL;
 pub use sweep::{
     calibration_ladder, default_keys, default_sweep, grid_sweep, parse_sweep_arg, Setting,
@@ -95,7 +97,7 @@ impl Corpus {
         self.sources.push((self.events.len(), source.to_string()));
         let mut bad: Option<(u64, String)> = None;
         let stop = || io::Error::other("stopped at a bad line");
-        let read = crate::read_input(input, importer, max_line, &mut |item| {
+        let read = crate::stream::read_input(input, importer, max_line, &mut |item| {
             let (line, parsed) = match item {
                 Input::Line(no, bytes) => (no, parse_event(bytes)),
                 Input::TooLong(no, message) => (no, Err(message)),
@@ -157,47 +159,6 @@ impl Corpus {
             .find(|(first, _)| *first <= i)
             .map_or("", |(_, name)| name.as_str());
         (source, self.events.get(i).map_or(0, |(line, _)| *line))
-    }
-}
-
-/// What one setting did to the corpus.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Figures {
-    /// Stopped calls whose recorded output repeated the last identical call's.
-    pub waste: u64,
-    /// Stopped calls whose recorded output was new: the run lost information.
-    pub harmful: u64,
-    /// Calls stopped (denied, or asked about and not approved).
-    pub stopped: u64,
-    /// Sessions with at least one stopped call (asked about or denied).
-    pub sessions_stopped: u64,
-    /// Sessions.
-    pub sessions: u64,
-    /// Events in error (an id no call opened, say).
-    pub errors: u64,
-    /// Calls judged.
-    pub calls: u64,
-    /// Bytes of the recorded outputs of the calls stopped: output the run would not have
-    /// produced (the closest measure of tokens a history holds).
-    pub bytes_saved: u64,
-    first_error: Option<usize>,
-}
-
-/// What one setting did to one run (a session with its sub-agents), for calibration.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RunFigures {
-    /// Calls judged in the run.
-    pub calls: u32,
-    /// Calls stopped.
-    pub stopped: u32,
-    /// Harmful stops (the recorded output was new).
-    pub harmful: u32,
-}
-
-impl Figures {
-    /// The index of the first event in error (see [`Corpus::origin`]).
-    pub fn first_error(&self) -> Option<usize> {
-        self.first_error
     }
 }
 

@@ -5,7 +5,8 @@
 //! the most waste (ties: the nearest to the base); when none is within it, the one whose
 //! stops are least often harmful. A setting that stops nothing is within any budget.
 
-use super::{Figures, Setting};
+use super::figures::Figures;
+use super::sweep::Setting;
 use crate::calibrate::Share;
 use std::cmp::Ordering;
 
