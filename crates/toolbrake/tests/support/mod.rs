@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod hooks;
 pub mod listener;
 pub mod prometheus;
 
