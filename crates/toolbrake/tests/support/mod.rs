@@ -6,6 +6,7 @@ pub mod agents;
 pub mod hooks;
 pub mod listener;
 pub mod prometheus;
+pub mod ui;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
