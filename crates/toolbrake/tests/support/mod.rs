@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 pub mod agents;
+// Chromium over a pipe pair: Unix file descriptors.
+#[cfg(unix)]
+pub mod browser;
 pub mod hooks;
 pub mod listener;
 pub mod prometheus;
