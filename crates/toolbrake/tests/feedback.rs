@@ -3,39 +3,15 @@
 //! `toolbrake sessions --json`.
 
 mod support;
+use support::hooks::{bin, spawn_hook};
 use support::*;
 
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn bin(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_toolbrake"));
-    c.env_remove("TOOLBRAKE_CONFIG")
-        .env_remove("TOOLBRAKE_MAX_REPEATS")
-        .env("TOOLBRAKE_STATE", dir.join("state/state.db"))
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .env("HOME", dir)
-        .current_dir(dir);
-    c
-}
+use std::process::Output;
 
 fn hook(dir: &Path, payload: &Value) -> Output {
-    let mut child = bin(dir)
-        .args(["hook", "claude"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    spawn_hook(dir, payload, None).wait_with_output().unwrap()
 }
 
 fn feedback(dir: &Path, args: &[&str]) -> Output {

@@ -122,15 +122,7 @@ fn start_in(dir: &Path, home: &Path) -> (Child, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    let base = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .trim_end_matches('/')
-        .to_string();
+    let (base, first, mut err) = address(&mut child);
     let mut second = String::new();
     if dir.join("toolbrake.toml").is_file() {
         err.read_line(&mut second).unwrap();

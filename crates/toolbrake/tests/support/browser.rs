@@ -6,7 +6,7 @@
 pub use super::ui::Server;
 use super::{assert_success, chromium, tmpdir};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -21,41 +21,11 @@ use toolbrake_store::Store;
 pub const AXE: &str = include_str!("../ui_assets/axe.min.js");
 
 pub fn start(name: &str) -> Server {
-    let dir = tmpdir("ui-browser", name);
-    let cfg = dir.join("toolbrake.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "# The team's settings.\n[streak]\nmax_repeats = 4\n\n[breaker]\non_limit = \"ask\"\n\n[store]\nkind = \"sqlite\"\npath = \"{}\"\n",
-            dir.join("state.db").display()
-        ),
+    super::ui::serve(
+        tmpdir("ui-browser", name),
+        "# The team's settings.\n[streak]\nmax_repeats = 4\n\n[breaker]\non_limit = \"ask\"\n",
+        &[],
     )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolbrake"))
-        .arg("--config")
-        .arg(&cfg)
-        .args(["ui", "--listen", "127.0.0.1:0"])
-        .env_remove("TOOLBRAKE_UI_TOKEN")
-        .env_remove("TOOLBRAKE_MAX_REPEATS")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
-    Server {
-        child,
-        base,
-        dir,
-        cfg,
-    }
 }
 
 pub fn store_of(cfg: &Path) -> std::sync::Arc<dyn Store> {

@@ -5,7 +5,7 @@ use super::tmpdir;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::Duration;
 use toolbrake::settings::{self, StoreKind};
 use toolbrake_core::{Call, Engine, Outcome};
@@ -28,12 +28,17 @@ impl Drop for Server {
 pub const CONFIG: &str = "# The team's settings: keep this comment.\n[streak]\nmax_repeats = 4 # four is enough\n\n[breaker]\non_limit = \"deny\"\n";
 
 pub fn start(name: &str, extra: &[&str]) -> Server {
-    let dir = tmpdir("ui", name);
+    serve(tmpdir("ui", name), CONFIG, extra)
+}
+
+/// `toolbrake ui --listen 127.0.0.1:0 EXTRA…` on `config` with a SQLite store in `dir`
+/// (written to `dir/toolbrake.toml`), without the environment's token or streak limit.
+pub fn serve(dir: PathBuf, config: &str, extra: &[&str]) -> Server {
     let cfg = dir.join("toolbrake.toml");
     std::fs::write(
         &cfg,
         format!(
-            "{CONFIG}\n[store]\nkind = \"sqlite\"\npath = \"{}\"\n",
+            "{config}\n[store]\nkind = \"sqlite\"\npath = \"{}\"\n",
             dir.join("state.db").display()
         ),
     )
@@ -44,10 +49,23 @@ pub fn start(name: &str, extra: &[&str]) -> Server {
         .args(["ui", "--listen", "127.0.0.1:0"])
         .args(extra)
         .env_remove("TOOLBRAKE_UI_TOKEN")
+        .env_remove("TOOLBRAKE_MAX_REPEATS")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let (base, _, _) = address(&mut child);
+    Server {
+        child,
+        base,
+        dir,
+        cfg,
+    }
+}
+
+/// What `toolbrake ui` says on its first line of stderr: its base URL (no trailing `/`),
+/// that line, and the rest of its stderr.
+pub fn address(child: &mut Child) -> (String, String, BufReader<ChildStderr>) {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
@@ -57,12 +75,7 @@ pub fn start(name: &str, extra: &[&str]) -> Server {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .trim_end_matches('/')
         .to_string();
-    Server {
-        child,
-        base,
-        dir,
-        cfg,
-    }
+    (base, line, err)
 }
 
 /// Two sessions in the store the dashboard reads, made by the session service the hooks use.
