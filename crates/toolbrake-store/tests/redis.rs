@@ -94,16 +94,22 @@ fn the_engine_scenarios_hold_on_redis() {
 
 use redis::Commands;
 
-#[test]
-fn eight_writers_times_a_thousand_decisions_lose_no_update() {
-    let server = Server::start();
-    let engine = Engine::new(
+/// An engine that judges every call and never stops one: each decision is one update of
+/// the session's count, so a lost update shows in the count.
+fn counting_engine() -> Engine {
+    Engine::new(
         Config::from_toml_str(
             "[streak]\nmax_repeats = 1000000\n[breaker]\nenabled = false",
             &no_env,
         )
         .unwrap(),
-    );
+    )
+}
+
+#[test]
+fn eight_writers_times_a_thousand_decisions_lose_no_update() {
+    let server = Server::start();
+    let engine = counting_engine();
     let args = json!({"command": "echo same"});
     std::thread::scope(|scope| {
         for w in 0..8 {
@@ -206,13 +212,7 @@ fn a_writer_that_died_holding_the_lock_delays_by_its_lease_and_loses_nothing() {
 fn threads_sharing_one_store_update_one_session_without_stalling() {
     let server = Server::start();
     let s = store(&server, "t10:");
-    let engine = Engine::new(
-        Config::from_toml_str(
-            "[streak]\nmax_repeats = 1000000\n[breaker]\nenabled = false",
-            &no_env,
-        )
-        .unwrap(),
-    );
+    let engine = counting_engine();
     let args = json!({"command": "echo same"});
     let start = Instant::now();
     std::thread::scope(|scope| {
