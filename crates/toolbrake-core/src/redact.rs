@@ -38,10 +38,11 @@ pub use tables::{Scope, Shape, KEY_NAMES, MARKER, NOT_A_CREDENTIAL, SHAPES};
 mod tests {
     use super::*;
     use aho_corasick::AhoCorasick;
+    use aho_corasick::AhoCorasickKind;
     use cut::nth_char_index;
     use proptest::prelude::*;
     use regex::Regex;
-    use scan::{anchors_present, words, COMPILED};
+    use scan::{anchor_automaton, anchors_with, words, COMPILED, DFA_AFTER_BYTES};
     use tables::KEY_NEEDLES;
     use toolbrake_testkit::{CREDENTIAL_CASES, ORDINARY_TEXTS};
 
@@ -53,6 +54,22 @@ mod tests {
             .collect();
         all.extend_from_slice(KEY_NEEDLES);
         all
+    }
+
+    /// The anchor scan with each automaton a process may use (the NFA first, the DFA
+    /// after [`DFA_AFTER_BYTES`]): each must give what the overlapping search gives.
+    fn anchors_both(text: &str) -> [(u64, bool); 2] {
+        static BOTH: std::sync::LazyLock<[AhoCorasick; 2]> = std::sync::LazyLock::new(|| {
+            [
+                anchor_automaton(AhoCorasickKind::NoncontiguousNFA),
+                anchor_automaton(AhoCorasickKind::DFA),
+            ]
+        });
+        let rows = &COMPILED.anchor_row;
+        [
+            anchors_with(&BOTH[0], rows, text),
+            anchors_with(&BOTH[1], rows, text),
+        ]
     }
 
     /// What [`anchors_present`] must find: every match of an overlapping search.
@@ -88,7 +105,6 @@ mod tests {
 
     #[test]
     fn the_anchor_scan_finds_what_an_overlapping_search_finds() {
-        let c = &*COMPILED;
         let texts = CREDENTIAL_CASES
             .iter()
             .map(|c| c.text)
@@ -101,7 +117,8 @@ mod tests {
                 "ééssHPass-p",
             ]);
         for t in texts {
-            assert_eq!(anchors_present(c, t), overlapping(t), "{t:?}");
+            let want = overlapping(t);
+            assert_eq!(anchors_both(t), [want, want], "{t:?}");
         }
     }
 
@@ -120,12 +137,31 @@ mod tests {
             )
         ) {
             let text = parts.concat();
-            prop_assert_eq!(anchors_present(&COMPILED, &text), overlapping(&text));
+            let want = overlapping(&text);
+            prop_assert_eq!(anchors_both(&text), [want, want]);
         }
 
         #[test]
         fn nth_char_index_is_char_indices_nth(text in "[a-z\\u{e9}\\u{1F600}]{0,12}", n in 0usize..14) {
             prop_assert_eq!(nth_char_index(&text, n), text.char_indices().nth(n).map(|(i, _)| i));
+        }
+    }
+
+    /// A process that has scanned much scans with the DFA from then on, and redacts the
+    /// same.
+    #[test]
+    fn after_the_switch_to_the_dfa_every_credential_is_still_redacted() {
+        let mut scanned = 0;
+        while scanned <= DFA_AFTER_BYTES {
+            for t in ORDINARY_TEXTS {
+                assert_eq!(redact(t), *t);
+                scanned += t.len();
+            }
+        }
+        assert!(COMPILED.any_leftmost_dfa.get().is_some());
+        for case in CREDENTIAL_CASES {
+            let r = redact(case.text);
+            assert!(!r.contains(case.secret), "{}: {r:?}", case.row);
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::scan::redact;
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 /// The index of the `n`-th character of `text` (0-based), `None` when it has at most `n`:
 /// `text.char_indices().nth(n)`, without decoding characters when the prefix is ASCII.
@@ -86,6 +87,9 @@ pub fn log_line(text: &str) -> Cow<'_, str> {
 /// result, which only a denial quotes; the previews of a call's fingerprints, which only a
 /// verdict, an advisory or the dashboard names), the redaction is paid when it is needed,
 /// not on every call. A value read back from storage was redacted when it was written.
+/// Once redacted, the text shown is kept: a store serialises a session's state on every
+/// update (the memory store to count its bytes, Redis and SQLite to write it), and
+/// redacting every preview of the window again each time was a third of a replay.
 #[derive(Clone)]
 pub struct RedactedCut {
     /// A prefix of the text as read or, once `redacted`, what it shows.
@@ -98,6 +102,8 @@ pub struct RedactedCut {
     /// Characters shown at most, mark included (the timeline's cut; `u32::MAX`: no cut).
     limit: u32,
     redacted: bool,
+    /// What [`RedactedCut::shown`] computed the first time.
+    shown: OnceLock<Box<str>>,
 }
 
 /// A count as the compact fields keep it (a count beyond `u32` cannot come from a line of
@@ -114,6 +120,7 @@ impl Default for RedactedCut {
             total: 0,
             limit: u32::MAX,
             redacted: false,
+            shown: OnceLock::new(),
         }
     }
 }
@@ -162,6 +169,7 @@ impl RedactedCut {
             }
         } else {
             self.limit = self.limit.min(small(limit));
+            self.shown = OnceLock::new();
         }
         self
     }
@@ -176,6 +184,11 @@ impl RedactedCut {
         if self.redacted {
             return Cow::Borrowed(&self.head);
         }
+        Cow::Borrowed(self.shown.get_or_init(|| self.redact().into_boxed_str()))
+    }
+
+    /// The text redacted, cut and marked, as [`RedactedCut::shown`] shows it.
+    fn redact(&self) -> String {
         let chars = self.chars as usize;
         let mut red = redact_cut(&self.head, chars);
         if self.total > 0 && red.chars().count() >= chars {
@@ -184,7 +197,7 @@ impl RedactedCut {
         if let Some(i) = nth_char_index(&red, self.limit as usize) {
             red.truncate(i);
         }
-        Cow::Owned(red)
+        red
     }
 }
 

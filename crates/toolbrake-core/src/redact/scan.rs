@@ -5,7 +5,11 @@ use super::tables::{Scope, KEY_NAMES, KEY_NEEDLES, MARKER, NOT_A_CREDENTIAL, SHA
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Captures, Regex};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, OnceLock};
+
+/// Bytes the anchor scan reads in a process before it builds its DFA ([`Compiled::scanner`]).
+pub(super) const DFA_AFTER_BYTES: usize = 256 << 10;
 
 pub(super) struct Compiled {
     /// The key names alone, built the first time a text holds one.
@@ -14,6 +18,13 @@ pub(super) struct Compiled {
     /// scan that tells which shapes can match and whether any key name can
     /// ([`anchors_present`]).
     pub(super) any_leftmost: AhoCorasick,
+    /// The same scan as a DFA, built once the process has scanned [`DFA_AFTER_BYTES`]: it
+    /// reads text about twice as fast, but building it costs 1.3 M instructions, more than
+    /// a hook's whole start-up (which scans a few KiB), so only a process that redacts
+    /// much (replay, `tune`, `serve`, the proxy, the dashboard) pays for it, once.
+    pub(super) any_leftmost_dfa: OnceLock<AhoCorasick>,
+    /// Bytes scanned by [`Compiled::any_leftmost`] so far (only up to the switch).
+    scanned: AtomicUsize,
     /// For each anchor, the row of [`SHAPES`] it wakes.
     pub(super) anchor_row: Vec<usize>,
     /// Each row's expression, compiled the first time an anchor wakes it: compiling them
@@ -31,32 +42,58 @@ fn key_automaton() -> AhoCorasick {
         .expect("constant needles")
 }
 
-/// The tables, compiled once (immutable: no state survives a call). Noncontiguous NFAs: a
-/// DFA of these needles scans no faster on the short texts that are redacted, and building
-/// one was a third of a hook's start-up once the expressions were compiled only on need.
-pub(super) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let mut anchors = Vec::new();
+/// Every anchor of [`SHAPES`] (each with the row it wakes), then every key needle.
+pub(super) fn all_needles() -> (Vec<&'static str>, Vec<usize>) {
+    let mut all = Vec::new();
     let mut anchor_row = Vec::new();
     for (row, shape) in SHAPES.iter().enumerate() {
         for a in shape.anchors {
-            anchors.push(*a);
+            all.push(*a);
             anchor_row.push(row);
         }
     }
-    let mut all = anchors;
     all.extend_from_slice(KEY_NEEDLES);
-    Compiled {
-        key_needles: OnceLock::new(),
-        any_leftmost: AhoCorasick::builder()
-            .kind(Some(AhoCorasickKind::NoncontiguousNFA))
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(all)
-            .expect("constant needles"),
-        anchor_row,
-        shapes: SHAPES.iter().map(|_| OnceLock::new()).collect(),
-    }
+    (all, anchor_row)
+}
+
+/// The anchor scan's automaton of `kind`.
+pub(super) fn anchor_automaton(kind: AhoCorasickKind) -> AhoCorasick {
+    AhoCorasick::builder()
+        .kind(Some(kind))
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(all_needles().0)
+        .expect("constant needles")
+}
+
+/// The tables, compiled once. What is compiled is immutable; which automaton scans is a
+/// matter of speed only (both find the same matches, a test holds it). A noncontiguous NFA
+/// first: building a DFA was a third of a hook's start-up once the expressions were
+/// compiled only on need.
+pub(super) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
+    key_needles: OnceLock::new(),
+    any_leftmost: anchor_automaton(AhoCorasickKind::NoncontiguousNFA),
+    any_leftmost_dfa: OnceLock::new(),
+    scanned: AtomicUsize::new(0),
+    anchor_row: all_needles().1,
+    shapes: SHAPES.iter().map(|_| OnceLock::new()).collect(),
 });
+
+impl Compiled {
+    /// The automaton to scan `len` bytes with: the DFA once built, or built now when the
+    /// process has scanned [`DFA_AFTER_BYTES`]; the NFA before that.
+    fn scanner(&self, len: usize) -> &AhoCorasick {
+        if let Some(dfa) = self.any_leftmost_dfa.get() {
+            return dfa;
+        }
+        if self.scanned.fetch_add(len, Ordering::Relaxed) + len >= DFA_AFTER_BYTES {
+            return self
+                .any_leftmost_dfa
+                .get_or_init(|| anchor_automaton(AhoCorasickKind::DFA));
+        }
+        &self.any_leftmost
+    }
+}
 
 /// `text` with its credentials replaced by [`MARKER`]; borrowed when nothing matched.
 ///
@@ -105,15 +142,20 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 /// prefilter (a vectorised scan), where an overlapping search steps the automaton through
 /// every byte.
 pub(super) fn anchors_present(c: &Compiled, text: &str) -> (u64, bool) {
+    anchors_with(c.scanner(text.len()), &c.anchor_row, text)
+}
+
+/// [`anchors_present`] with the automaton `ac` (built by [`anchor_automaton`]).
+pub(super) fn anchors_with(ac: &AhoCorasick, anchor_row: &[usize], text: &str) -> (u64, bool) {
     let mut rows = 0u64;
     let mut keys = false;
     let mut from = 0;
     while from < text.len() {
         let input = aho_corasick::Input::new(text).span(from..text.len());
-        let Some(m) = c.any_leftmost.find(input) else {
+        let Some(m) = ac.find(input) else {
             break;
         };
-        match c.anchor_row.get(m.pattern().as_usize()) {
+        match anchor_row.get(m.pattern().as_usize()) {
             Some(row) => rows |= 1 << row,
             None => keys = true,
         }
