@@ -30,7 +30,7 @@ mod cut;
 mod scan;
 mod tables;
 
-pub use cut::{log_line, redact_cut, RedactedCut, CUT_MARGIN};
+pub use cut::{json_len, log_line, redact_cut, RedactedCut, CUT_MARGIN};
 pub use scan::redact;
 pub use tables::{Scope, Shape, KEY_NAMES, MARKER, NOT_A_CREDENTIAL, SHAPES};
 
@@ -145,6 +145,23 @@ mod tests {
         fn nth_char_index_is_char_indices_nth(text in "[a-z\\u{e9}\\u{1F600}]{0,12}", n in 0usize..14) {
             prop_assert_eq!(nth_char_index(&text, n), text.char_indices().nth(n).map(|(i, _)| i));
         }
+    }
+
+    /// Measuring a state redacts nothing and leaves no trace: serialising it afterwards
+    /// still redacts, and a text already shown is counted as shown.
+    #[test]
+    fn json_len_counts_without_redacting_and_serialising_still_redacts() {
+        let text = "curl -H 'Authorization: Bearer abcdefghijklmnop0123' https://x";
+        let cut = RedactedCut::new(text, 100);
+        assert_eq!(json_len(&cut), text.len() as u64 + 2);
+        let json = serde_json::to_string(&cut).unwrap();
+        assert!(!json.contains("abcdefghijklmnop0123"), "{json}");
+        assert_eq!(json_len(&cut), json.len() as u64);
+        let fresh = RedactedCut::new(text, 100);
+        let _ = json_len(&[&fresh]);
+        assert!(!serde_json::to_string(&fresh)
+            .unwrap()
+            .contains("abcdefghijklmnop0123"));
     }
 
     /// A process that has scanned much scans with the DFA from then on, and redacts the

@@ -2,7 +2,7 @@
 
 use crate::{now_ms, Counters, SessionInfo, Store, StoreError, Tally, MAX_TOOLS};
 use std::collections::{BTreeSet, HashMap};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::sync::{Mutex, MutexGuard};
 use toolbrake_core::SessionState;
 
@@ -92,21 +92,10 @@ const COMPACT_BYTES_PER_SWEEP: usize = 256 << 10;
 /// seed of its own per process, instead of SipHash.
 type Sessions = HashMap<String, Entry, foldhash::fast::RandomState>;
 
-/// The JSON length of a state, without building the text.
+/// About the JSON length of a state, without building the text or redacting it
+/// ([`toolbrake_core::redact::json_len`]).
 fn measure(state: &SessionState) -> u64 {
-    struct Count(u64);
-    impl Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len() as u64;
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, state);
-    c.0
+    toolbrake_core::redact::json_len(state)
 }
 
 #[derive(Debug, Default)]

@@ -3,6 +3,7 @@
 
 use super::scan::redact;
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// The index of the `n`-th character of `text` (0-based), `None` when it has at most `n`:
@@ -223,8 +224,57 @@ impl std::fmt::Display for RedactedCut {
 
 impl serde::Serialize for RedactedCut {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if !self.redacted && self.shown.get().is_none() && MEASURING.with(Cell::get) {
+            // Inside [`json_len`] alone, whose writer only counts: the length of the kept
+            // characters stands for the length shown, and nothing is redacted to count.
+            let kept = nth_char_index(&self.head, self.chars as usize)
+                .map_or(&*self.head, |i| &self.head[..i]);
+            return s.serialize_str(kept);
+        }
         s.serialize_str(&self.shown())
     }
+}
+
+thread_local! {
+    /// Set only while [`json_len`] serialises into its counter (an argument of that one
+    /// call, reset when it returns; no state outlives it).
+    static MEASURING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// About the length of `value`'s JSON, without redacting what is still to be redacted: a
+/// [`RedactedCut`] not yet shown counts its kept characters (redaction changes that by a
+/// few characters a credential), one already shown its text. What a store bounding its
+/// memory counts: measuring a state by serialising it redacted every preview of the
+/// window, which the laziness of [`RedactedCut`] exists to avoid, and was most of the
+/// redaction in a replay. The JSON is counted, never kept.
+///
+/// ```
+/// use toolbrake_core::redact::{json_len, RedactedCut};
+/// let cut = RedactedCut::new("token=sk-live-abcdefghijklmnop0123", 100);
+/// assert_eq!(json_len(&cut), "token=sk-live-abcdefghijklmnop0123".len() as u64 + 2);
+/// assert_eq!(json_len(&"a"), 3);
+/// ```
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MEASURING.with(|m| m.set(self.0));
+        }
+    }
+    let _restore = Restore(MEASURING.with(|m| m.replace(true)));
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, value);
+    c.0
 }
 
 impl<'de> serde::Deserialize<'de> for RedactedCut {
