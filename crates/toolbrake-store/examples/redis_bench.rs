@@ -5,7 +5,8 @@
 //! `cargo run --release -p toolbrake-store --features testing --example redis_bench`
 //! starts its own `redis-server` on a free loopback port. Each client is a thread with its
 //! own connection doing full engine decisions (`pre` + `post`) on its own session, then the
-//! same on one shared session (maximum contention).
+//! same on one shared session (maximum contention). `redis_bench CLIENTS own|shared`
+//! runs that one case alone (to profile it).
 
 use serde_json::json;
 use std::time::Instant;
@@ -145,6 +146,14 @@ fn critical_section(engine: &Engine, c: &mut redis::Connection) {
 
 fn main() {
     let server = RedisServer::start();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [clients, session] = &args[..] {
+        let clients: usize = clients.parse().expect("CLIENTS is a number");
+        let (rate, [cmds, scripts, waits]) =
+            run(&server, clients, 20_000 / clients, session == "shared");
+        println!("{clients} clients, {session}: {rate:.0} decisions/s, {cmds:.2} commands, {scripts:.2} scripts, {waits:.2} waits a decision");
+        return;
+    }
     let _ = Outcome::default();
     // The engine's own time: the same decisions on the in-process store, one thread.
     let engine = Engine::new(Config::default());
