@@ -42,18 +42,13 @@ mod tests {
     use cut::nth_char_index;
     use proptest::prelude::*;
     use regex::Regex;
-    use scan::{anchor_automaton, anchors_with, words, COMPILED, DFA_AFTER_BYTES};
+    use scan::{all_needles, anchor_automaton, anchors_with, words, COMPILED, DFA_AFTER_BYTES};
     use tables::KEY_NEEDLES;
     use toolbrake_testkit::{CREDENTIAL_CASES, ORDINARY_TEXTS};
 
     /// Every needle of the anchor scan, in its order.
     fn needles() -> Vec<&'static str> {
-        let mut all: Vec<&str> = SHAPES
-            .iter()
-            .flat_map(|s| s.anchors.iter().copied())
-            .collect();
-        all.extend_from_slice(KEY_NEEDLES);
-        all
+        all_needles().0
     }
 
     /// The anchor scan with each automaton a process may use (the NFA first, the DFA
@@ -61,8 +56,8 @@ mod tests {
     fn anchors_both(text: &str) -> [(u64, bool); 2] {
         static BOTH: std::sync::LazyLock<[AhoCorasick; 2]> = std::sync::LazyLock::new(|| {
             [
-                anchor_automaton(AhoCorasickKind::NoncontiguousNFA),
-                anchor_automaton(AhoCorasickKind::DFA),
+                anchor_automaton(AhoCorasickKind::NoncontiguousNFA, &needles()),
+                anchor_automaton(AhoCorasickKind::DFA, &needles()),
             ]
         });
         let rows = &COMPILED.anchor_row;

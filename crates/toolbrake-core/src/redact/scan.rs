@@ -56,13 +56,13 @@ pub(super) fn all_needles() -> (Vec<&'static str>, Vec<usize>) {
     (all, anchor_row)
 }
 
-/// The anchor scan's automaton of `kind`.
-pub(super) fn anchor_automaton(kind: AhoCorasickKind) -> AhoCorasick {
+/// The anchor scan's automaton of `kind` over `needles` ([`all_needles`]).
+pub(super) fn anchor_automaton(kind: AhoCorasickKind, needles: &[&str]) -> AhoCorasick {
     AhoCorasick::builder()
         .kind(Some(kind))
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::LeftmostFirst)
-        .build(all_needles().0)
+        .build(needles)
         .expect("constant needles")
 }
 
@@ -70,13 +70,16 @@ pub(super) fn anchor_automaton(kind: AhoCorasickKind) -> AhoCorasick {
 /// matter of speed only (both find the same matches, a test holds it). A noncontiguous NFA
 /// first: building a DFA was a third of a hook's start-up once the expressions were
 /// compiled only on need.
-pub(super) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
-    key_needles: OnceLock::new(),
-    any_leftmost: anchor_automaton(AhoCorasickKind::NoncontiguousNFA),
-    any_leftmost_dfa: OnceLock::new(),
-    scanned: AtomicUsize::new(0),
-    anchor_row: all_needles().1,
-    shapes: SHAPES.iter().map(|_| OnceLock::new()).collect(),
+pub(super) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let (needles, anchor_row) = all_needles();
+    Compiled {
+        key_needles: OnceLock::new(),
+        any_leftmost: anchor_automaton(AhoCorasickKind::NoncontiguousNFA, &needles),
+        any_leftmost_dfa: OnceLock::new(),
+        scanned: AtomicUsize::new(0),
+        anchor_row,
+        shapes: SHAPES.iter().map(|_| OnceLock::new()).collect(),
+    }
 });
 
 impl Compiled {
@@ -89,7 +92,7 @@ impl Compiled {
         if self.scanned.fetch_add(len, Ordering::Relaxed) + len >= DFA_AFTER_BYTES {
             return self
                 .any_leftmost_dfa
-                .get_or_init(|| anchor_automaton(AhoCorasickKind::DFA));
+                .get_or_init(|| anchor_automaton(AhoCorasickKind::DFA, &all_needles().0));
         }
         &self.any_leftmost
     }
