@@ -171,10 +171,21 @@ impl NativeBrake {
             if let Some(spec) = store {
                 store_spec(py, spec, &mut st)?;
             }
+            // `store="sqlite:PATH"` names the file: `$TOOLBRAKE_STATE` (which overrides a
+            // configuration's `[store] path`) must not move it elsewhere behind the
+            // caller's back. A bare `"sqlite"` is the default state file, which it names.
+            let explicit_path = store.is_some_and(|s| s.starts_with("sqlite:"));
+            let env = |name: &str| {
+                if explicit_path && name == "TOOLBRAKE_STATE" {
+                    None
+                } else {
+                    settings::process_env(name)
+                }
+            };
             let opened = py
                 .detach(|| {
                     let _inside = fork_gate::enter();
-                    st.open(StoreKind::Memory, &settings::process_env)
+                    st.open(StoreKind::Memory, &env)
                 })
                 .map_err(|e| {
                     toolbrake_error(py, format!("toolbrake: cannot open the store: {e}"))

@@ -304,6 +304,24 @@ def test_two_processes_share_a_sqlite_session(tmp_path):
     assert oct(os.stat(db).st_mode & 0o777) == "0o600"
 
 
+def test_an_explicit_sqlite_path_wins_over_the_environment(tmp_path, monkeypatch):
+    env_db, config_db, mine = tmp_path / "env.db", tmp_path / "config.db", tmp_path / "mine.db"
+    monkeypatch.setenv("TOOLBRAKE_STATE", str(env_db))
+    brake = Brake(store=f"sqlite:{mine}")
+    assert str(mine) in brake.store and str(env_db) not in brake.store
+    for _ in range(2):
+        run(brake, "search", {"q": "mine"}, "same", session="team")
+    assert mine.exists() and not env_db.exists()
+    # Another brake on the same explicit file shares the session (the state is there).
+    d = Brake(store=f"sqlite:{mine}").before("search", {"q": "mine"}, session="team")
+    assert d.code == "LOOP_BRAKE"
+    # The environment still chooses the file when the caller did not: over a
+    # configuration's [store] path, and for the bare "sqlite" (the default state file).
+    configured = Brake({"store": {"kind": "sqlite", "path": str(config_db)}})
+    assert str(env_db) in configured.store
+    assert str(env_db) in Brake(store="sqlite").store
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -145,8 +145,10 @@ class Brake:
         "store": {...}}``). Invalid settings raise :class:`ToolBrakeConfigError` naming
         the key, the value and the rule, here and not at the first call.
     :param store: ``None`` (the configuration's ``[store]``, else memory), ``"memory"``,
-        ``"sqlite"`` (the default state file), ``"sqlite:PATH"``, or a ``redis://`` /
-        ``rediss://`` URL. SQLite and Redis share sessions between processes.
+        ``"sqlite"`` (the default state file: ``$TOOLBRAKE_STATE``, else the configuration's
+        ``[store] path``, else ``$XDG_STATE_HOME/toolbrake/state.db``), ``"sqlite:PATH"``
+        (that file, whatever the environment says), or a ``redis://`` / ``rediss://`` URL.
+        SQLite and Redis share sessions between processes.
     :param fail_closed: what a call gets when toolbrake cannot judge it (its store is
         down): ``True`` refuses it, ``False`` lets it run (``decision.degraded`` says
         why); ``None`` takes the configuration's ``[store] fail_closed`` (default False).
