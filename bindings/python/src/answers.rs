@@ -119,7 +119,8 @@ impl PyRecorded {
     fn failure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.failure)
     }
-    /// Why the outcome could not be recorded (the store failed), else `None`.
+    /// Why the outcome could not be recorded (the store failed, or too many calls were in
+    /// flight), or could not be read (recorded as unknown output), else `None`.
     #[getter]
     fn degraded(&self) -> Option<&str> {
         self.degraded.as_deref()
@@ -178,30 +179,37 @@ impl PyOutcome {
     }
 }
 
-/// What a returned value, a raised exception or an explicit `Outcome` says of a call.
-pub(crate) fn outcome_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<CoreOutcome> {
+/// What a returned value, a raised exception or an explicit `Outcome` says of a call, and
+/// why it could not be read, when it could not. Reading never fails: the tool has run, and
+/// its result belongs to its caller whatever toolbrake makes of it. A value with no JSON
+/// form and no text (its `__str__` raises, it nests deeper than Python's recursion limit,
+/// an integer too long to print) is recorded as a call whose output is unknown: never
+/// evidence of progress, never a failure.
+pub(crate) fn outcome_of(obj: Option<&Bound<'_, PyAny>>) -> (CoreOutcome, Option<String>) {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(CoreOutcome::default());
+        return (CoreOutcome::default(), None);
     };
     if let Ok(o) = obj.cast::<PyOutcome>() {
         let o = o.get();
-        return Ok(CoreOutcome {
+        let outcome = CoreOutcome {
             text: o.text.clone(),
             is_error: o.is_error,
             exit_code: o.exit_code,
             status_code: o.status_code,
             ..CoreOutcome::default()
-        });
+        };
+        return (outcome, None);
     }
     if obj.is_instance_of::<pyo3::exceptions::PyBaseException>() {
         let text = obj.str().map(|s| s.to_string()).unwrap_or_default();
         let name = type_name(obj);
-        return Ok(CoreOutcome {
+        let outcome = CoreOutcome {
             is_error: Some(true),
             text: Some(if text.is_empty() { name.clone() } else { text }),
             error_code: Some(name),
             ..CoreOutcome::default()
-        });
+        };
+        return (outcome, None);
     }
     // What the tool returned: text is its own text, any other value its canonical JSON
     // (what tells one result from the next); a value with no JSON form, its str().
@@ -211,10 +219,28 @@ pub(crate) fn outcome_of(obj: Option<&Bound<'_, PyAny>>) -> PyResult<CoreOutcome
         Ok(v) => toolbrake_core::canonical::canonical_json(&v)
             .ok()
             .or_else(|| serde_json::to_string(&v).ok()),
-        Err(_) => Some(obj.str()?.to_string()),
+        Err(_) => match obj.str() {
+            Ok(s) => Some(s.to_string()),
+            Err(e) => {
+                // Only the names of the types: the exception's text is the tool's, and
+                // may hold anything.
+                let why = e
+                    .get_type(obj.py())
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "an exception".into());
+                let note = format!(
+                    "toolbrake: a call's result of type {} could not be read (as JSON, nor by \
+                     str(), which raised {why}): recorded as a call whose output is unknown",
+                    type_name(obj)
+                );
+                return (CoreOutcome::default(), Some(note));
+            }
+        },
     };
-    Ok(CoreOutcome {
+    let outcome = CoreOutcome {
         text,
         ..CoreOutcome::default()
-    })
+    };
+    (outcome, None)
 }

@@ -5,7 +5,7 @@ use crate::answers::{outcome_of, PyDecision, PyRecorded};
 use crate::fork::fork_gate;
 use crate::json::{json_of, json_with, to_py, type_name};
 use crate::{config_error, guarded, package_error, toolbrake_error};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeWarning, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::{Map, Value};
@@ -68,6 +68,16 @@ pub(crate) fn store_spec(py: Python<'_>, spec: &str, s: &mut StoreSettings) -> P
         ));
     }
     Ok(())
+}
+
+/// `message` as a `RuntimeWarning` (Python's filters show it once per place and text). A
+/// warning that cannot be shown (filters turn warnings into errors) is dropped: recording
+/// never raises.
+fn warn_once(py: Python<'_>, message: &str) {
+    let category = py.get_type::<PyRuntimeWarning>();
+    if let Ok(text) = std::ffi::CString::new(message) {
+        let _ = PyErr::warn(py, &category, &text, 1);
+    }
 }
 
 impl NativeBrake {
@@ -289,7 +299,12 @@ impl NativeBrake {
         agent: Option<&str>,
     ) -> PyResult<PyRecorded> {
         guarded(py, || {
-            let outcome = outcome_of(outcome)?;
+            // Never an exception for what the tool returned: a result toolbrake cannot read
+            // is recorded as unknown output, said once as a warning and in `degraded`.
+            let (outcome, unread) = outcome_of(outcome);
+            if let Some(note) = &unread {
+                warn_once(py, note);
+            }
             let key = toolbrake_session::key(session, agent);
             match py.detach(|| {
                 let _inside = fork_gate::enter();
@@ -298,7 +313,7 @@ impl NativeBrake {
                 Ok(p) => Ok(PyRecorded {
                     advisories: p.advisories.into_iter().map(|a| a.text).collect(),
                     failure: serde_json::to_value(&p.failure).unwrap_or(Value::Null),
-                    degraded: None,
+                    degraded: unread,
                 }),
                 // A call this brake judged and no longer remembers: more than
                 // MAX_OPEN_CALLS were in flight in the session and the oldest was evicted.

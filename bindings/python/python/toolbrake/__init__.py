@@ -31,6 +31,7 @@ import enum
 import functools
 import inspect
 import ipaddress
+import logging
 import os
 import pathlib
 import uuid
@@ -64,6 +65,8 @@ __all__ = [
 ]
 
 __version__ = VERSION
+
+_log = logging.getLogger("toolbrake")
 
 F = TypeVar("F", bound=Callable[..., Any])
 Approver = Callable[[Decision], bool]
@@ -231,7 +234,10 @@ class Brake:
 
         ``outcome``: ``None`` (no output), the text it returned, the exception it raised
         (a failure), an :class:`Outcome` (exit code, HTTP status, error flag, text), or
-        any other value it returned (recorded as its canonical JSON).
+        any other value it returned (recorded as its canonical JSON, else its ``str()``).
+        Reading the outcome never raises: a value with neither (its ``__str__`` raises, it
+        nests too deep to print) is recorded as a call whose output is unknown, with a
+        ``RuntimeWarning`` and ``recorded.degraded`` saying so.
 
         A session remembers at most 64 calls between ``before`` and ``after``: with more
         in flight, the oldest is forgotten and its ``after`` records nothing
@@ -309,7 +315,8 @@ class Brake:
         (a string, or a function returning one per call). A refused call raises
         :class:`ToolBrakeDenied` and the body does not run; an exception from the body is
         recorded as a failure and raised again; a return value is recorded (a result that
-        changes is progress). ``on_advice`` receives advisories for the model, if any.
+        changes is progress) and returned as it is: recording never raises.
+        ``on_advice`` receives advisories for the model, if any.
 
         Arguments are judged as JSON: dates, times, decimals, UUIDs, paths, enums and numpy
         values (also inside dataclasses and models) are encoded as pydantic's JSON mode
@@ -388,7 +395,14 @@ class Brake:
                 return d
 
             def record(d: Decision, outcome: Any) -> None:
-                r = self._native.after(d.call_id, outcome, d.session, None)
+                # The tool has run: what it returned or raised reaches the caller whatever
+                # recording it does (a result toolbrake cannot read is recorded as unknown
+                # output by the native module; anything else is logged, never raised).
+                try:
+                    r = self._native.after(d.call_id, outcome, d.session, None)
+                except Exception:
+                    _log.warning("toolbrake: could not record the outcome of %s", name, exc_info=True)
+                    return
                 if r.advisories and on_advice is not None:
                     on_advice(list(r.advisories))
 

@@ -51,7 +51,8 @@ class Recorded:
         """The failure toolbrake classified, or ``None`` for a success."""
     @property
     def degraded(self) -> Optional[str]:
-        """Why the outcome could not be recorded (the store failed), else ``None``."""
+        """Why the outcome could not be recorded (the store failed, or too many calls were
+        in flight), or could not be read (recorded as unknown output), else ``None``."""
 
 class Outcome:
     """What a call did, said explicitly."""
