@@ -256,7 +256,8 @@ export function apply(ctx, config = {}) {
 
   const judge = (exec, tool, args, agent) => {
     const name = toolName(tool)
-    const d = JSON.parse(call(() => engine.pre(keyOf(agent), callIdOf(exec), name, toJson(args, `the arguments of ${name}`))))
+    const what = `the arguments of ${name}`
+    const d = JSON.parse(call(() => engine.pre(keyOf(agent), callIdOf(exec), name, toJson(args, what)), what))
     decided.set(exec, d)
     return d
   }

@@ -27,7 +27,10 @@ export declare class InvalidMaxRepeatsError extends RangeError {
   readonly source: string
 }
 
-/** Arguments JSON cannot represent (a cycle, a BigInt, a function, a symbol). */
+/**
+ * Arguments toolbrake cannot judge: what JSON cannot represent (a cycle, a BigInt, a
+ * function, a symbol), a lone UTF-16 surrogate, or nesting deeper than 128 levels.
+ */
 export declare class UnjudgeableArgumentsError extends TypeError {
   readonly code: 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS'
 }

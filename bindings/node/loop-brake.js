@@ -59,7 +59,7 @@ function describe(value) {
  * @param {unknown} value
  */
 export function canonicalJson(value) {
-  return call(() => native.canonicalJson(toJson(value, 'the value')))
+  return call(() => native.canonicalJson(toJson(value, 'the value')), 'the value')
 }
 
 /**
@@ -69,7 +69,8 @@ export function canonicalJson(value) {
  */
 export function callHash(tool, args) {
   const name = toolName(tool)
-  return call(() => native.callHash(name, toJson(args, `the arguments of ${name}`)))
+  const what = `the arguments of ${name}`
+  return call(() => native.callHash(name, toJson(args, what)), what)
 }
 
 /** The first 12 hex characters of a call hash, and no more. */
@@ -168,8 +169,9 @@ export class LoopBrake {
     const session = typeof sessionId === 'string' && sessionId !== '' ? sessionId : 'default'
     const id = typeof callId === 'string' && callId !== '' ? callId : freshId()
     const name = toolName(tool)
-    const json = toJson(args, `the arguments of ${name}`)
-    const d = JSON.parse(call(() => this.#engine.pre(session, id, name, json)))
+    const what = `the arguments of ${name}`
+    const json = toJson(args, what)
+    const d = JSON.parse(call(() => this.#engine.pre(session, id, name, json), what))
     if (d.verdict === 'deny' && d.streak) throw new LoopBrakeError(d.streak, d.message)
     return id
   }

@@ -55,17 +55,28 @@ export function toJson(value, what) {
   return text === undefined ? '{}' : text
 }
 
+/** What the addon says of JSON nested deeper than the core reads (128 levels). */
+const TOO_DEEP = /nest deeper than toolbrake reads \((\d+) levels\)/
+
 /**
- * Calls into the addon, turning its errors into the caller's error class.
+ * Calls into the addon, turning its errors into the caller's error class: arguments nested
+ * deeper than toolbrake reads are an UnjudgeableArgumentsError (JSON.stringify writes any
+ * depth; the addon's reader stops at the core's limit), anything else a ToolBrakeError.
  * @template T
  * @param {() => T} fn
+ * @param {string} [what] - the value `fn` passes the addon, for messages ("the arguments of search").
  * @returns {T}
  */
-export function call(fn) {
+export function call(fn, what = 'the arguments') {
   try {
     return fn()
   } catch (e) {
     if (e instanceof UnjudgeableArgumentsError) throw e
+    const deep = TOO_DEEP.exec(String(e?.message ?? ''))
+    if (deep) {
+      const verb = /^the arguments\b/.test(what) ? 'nest' : 'nests'
+      throw new UnjudgeableArgumentsError(`toolbrake: ${what} ${verb} deeper than toolbrake reads (${deep[1]} levels), which toolbrake cannot judge`, { cause: e })
+    }
     const err = new Error(String(e?.message ?? e), { cause: e })
     err.name = 'ToolBrakeError'
     throw err

@@ -139,6 +139,18 @@ test('a lone surrogate in a tool name or an argument is refused as unjudgeable',
   }
 })
 
+test('arguments nested deeper than toolbrake reads are refused as unjudgeable', async () => {
+  const h = fakeHost()
+  breaker.apply(h.ctx, { onLimit: 'deny' })
+  for (const depth of [129, 500, 1000]) {
+    const args = { command: 'ls', extra: JSON.parse('['.repeat(depth) + ']'.repeat(depth)) }
+    await assert.rejects(
+      h.dispatch({ agent: { id: 'a' }, callId: `x${depth}`, name: 'bash', args, run: ok('x') }),
+      (e) => e.name === 'UnjudgeableArgumentsError' && e instanceof TypeError && /the arguments of bash nest deeper than toolbrake reads/.test(e.message),
+    )
+  }
+})
+
 test('Config is a Standard Schema, as cordis validates a row', () => {
   const std = Config['~standard']
   assert.equal(std.version, 1)

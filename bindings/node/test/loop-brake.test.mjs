@@ -181,6 +181,24 @@ test('a lone surrogate in a tool name or an argument is an UnjudgeableArgumentsE
   assert.equal(typeof brake.check({ tool: 'search\ud83d\ude00', args: { q: '\ud83d\ude00' }, sessionId: 'ok' }), 'string')
 })
 
+test('arguments nested deeper than toolbrake reads are an UnjudgeableArgumentsError and count nothing', () => {
+  const brake = new LoopBrake()
+  const nested = (depth) => JSON.parse('['.repeat(depth) + ']'.repeat(depth))
+  for (const depth of [129, 500, 1000]) {
+    const args = { q: nested(depth) }
+    const e = refused(() => brake.check({ tool: 'search', args, sessionId: 'deep' }))
+    assert.ok(e instanceof UnjudgeableArgumentsError, `${depth}: ${e}`)
+    assert.equal(e.code, 'TOOLBRAKE_UNJUDGEABLE_ARGUMENTS')
+    assert.equal(e.message, 'toolbrake: the arguments of search nest deeper than toolbrake reads (128 levels), which toolbrake cannot judge')
+    const h = refused(() => callHash('search', args))
+    assert.ok(h instanceof UnjudgeableArgumentsError, `${depth}: ${h}`)
+    const c = refused(() => canonicalJson(nested(depth)))
+    assert.ok(c instanceof UnjudgeableArgumentsError, `${depth}: ${c}`)
+    assert.match(c.message, /^toolbrake: the value nests deeper than toolbrake reads/)
+  }
+  assert.equal(brake.sessions, 0)
+})
+
 test('what cannot be judged is named in a grammatical sentence', () => {
   const brake = new LoopBrake()
   const cyclic = { q: 'weather' }
