@@ -195,12 +195,16 @@ def test_a_cycle_is_named():
         Brake().before("search", cyclic)
 
 
-def test_nesting_deeper_than_toolbrake_reads_is_refused():
+@pytest.mark.parametrize("depth", [129, 200, 500, 1000, 5000])
+def test_nesting_deeper_than_toolbrake_reads_is_refused(depth):
     deep: list = []
-    for _ in range(200):
+    for _ in range(depth):
         deep = [deep]
+    brake = Brake()
     with pytest.raises(ValueError, match="nest deeper than toolbrake reads"):
-        Brake().before("search", {"d": deep})
+        brake.before("search", {"d": deep})
+    # Nothing was counted.
+    assert [run(brake, "search", {"q": 1}, "r").runs for _ in range(3)] == [True, True, False]
 
 
 def test_models_dataclasses_and_tuples_have_json_forms():
