@@ -157,6 +157,14 @@ pub trait Store: Send + Sync {
         true
     }
 
+    /// Updates (and counts) since this store was opened whose counter increments could not
+    /// be kept (a shared store's counters key holds a value of the wrong type, or a counter
+    /// cannot grow): the update itself was kept, and its decision stands. Always 0 for a
+    /// store whose counters nothing else writes.
+    fn uncounted(&self) -> u64 {
+        0
+    }
+
     /// Problems the store recovered from since the last call (a session whose stored
     /// state could not be decoded and started afresh), for the adapter to report.
     fn take_warnings(&self) -> Vec<String> {

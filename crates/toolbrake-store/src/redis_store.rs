@@ -24,6 +24,10 @@
 //! lands on the session's slot; at most 16,384 of each, never expiring);
 //! [`Store::counters`] sums them all.
 //!
+//! Hostile values: nothing another client leaves in the shared keys decides a call
+//! (`redis_store/repair.rs`): counters that cannot be kept are said and skipped, a lock
+//! that could never expire is stale, a session's key of the wrong type starts it afresh.
+//!
 //! Expiry: every write sets the key's TTL to `idle_ttl`, so idle sessions expire in Redis.
 //! Reconnection: a connection that fails is dropped and the next operation connects again,
 //! so a long-lived process survives a Redis restart without restarting itself.
@@ -50,6 +54,7 @@ use std::time::Duration;
 use toolbrake_core::SessionState;
 
 mod conn;
+mod repair;
 mod update;
 
 use conn::{connect, left, Deadline, Until};
@@ -406,8 +411,22 @@ impl Store for RedisStore {
         let mut eval = redis::cmd("EVAL");
         eval.arg(update::COUNT).arg(2).arg(&counters).arg(&tools);
         update::tally_args(&mut eval, tally);
-        self.with_conn(|c| eval.query::<i64>(c))?;
+        let found = self.with_conn(|c| eval.query::<i64>(c))?;
+        let keys = update::Keys {
+            value: String::new(),
+            lock: String::new(),
+            wake: String::new(),
+            counters,
+            tools,
+        };
+        self.noted(found, &keys);
         Ok(())
+    }
+
+    fn uncounted(&self) -> u64 {
+        self.scripts
+            .uncounted
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn counters(&self) -> Result<Counters, StoreError> {
@@ -420,30 +439,52 @@ impl Store for RedisStore {
         let mut out = Counters::default();
         let mut unreadable = 0usize;
         for key in keys {
-            let fields: Vec<(Vec<u8>, i64)> =
-                self.with_conn(|c| redis::cmd("HGETALL").arg(&key).query(c))?;
+            // A key of the wrong type, or a value that is not a count, is left out (and
+            // said): one bad value never hides the others.
+            let fields: Option<Vec<(Vec<u8>, Vec<u8>)>> =
+                self.with_conn(|c| match redis::cmd("HGETALL").arg(&key).query(c) {
+                    Err(e) if update::is_wrong_type(&e) => Ok(None),
+                    r => r.map(Some),
+                })?;
+            let Some(fields) = fields else {
+                self.warn_once(
+                    update::notes::READ_TYPE,
+                    format!(
+                        "{}: the counters key `{key}` holds a value of the wrong type (not a hash): its counters are left out",
+                        self.name
+                    ),
+                );
+                continue;
+            };
             for (series, value) in fields {
-                if !out.add_stored(&series, value.max(0) as u64) {
-                    unreadable += 1;
+                let value = std::str::from_utf8(&value)
+                    .ok()
+                    .and_then(|v| v.parse::<i64>().ok());
+                match value {
+                    Some(v) if out.add_stored(&series, v.max(0) as u64) => {}
+                    _ => unreadable += 1,
                 }
             }
         }
         if unreadable > 0 {
-            self.warnings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(format!(
+            self.warn_once(
+                update::notes::READ_VALUE,
+                format!(
                     "{}: {unreadable} stored counter(s) could not be read and were left out",
                     self.name
-                ));
+                ),
+            );
         }
         Ok(out)
     }
 
     fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
         let key = self.key(session);
-        let v: Option<Vec<u8>> = self.with_conn(|c| redis::cmd("GET").arg(&key).query(c))?;
-        Ok(v.map(|b| self.decode(&b)))
+        Ok(match self.read_stored(&key, &Deadline::new(&self.opts))? {
+            update::Stored::Absent => None,
+            update::Stored::Bytes(b) => Some(self.decode(&b)),
+            update::Stored::WrongType => Some(SessionState::default()),
+        })
     }
 
     fn remove(&self, session: &str) -> Result<bool, StoreError> {
@@ -462,9 +503,11 @@ impl Store for RedisStore {
         let now = now_ms();
         let mut out = Vec::new();
         for key in keys {
-            let (state, pttl): (Option<Vec<u8>>, i64) = self.with_conn(|c| {
+            let (state, pttl): (redis::Value, i64) = self.with_conn(|c| {
                 if c.supports_pipelining() {
                     redis::pipe()
+                        // A key of the wrong type answers an error, read as a value.
+                        .ignore_errors()
                         .cmd("GET")
                         .arg(&key)
                         .cmd("PTTL")
@@ -472,13 +515,19 @@ impl Store for RedisStore {
                         .query(c)
                 } else {
                     // The cluster connection routes commands one at a time.
-                    Ok((
-                        redis::cmd("GET").arg(&key).query(c)?,
-                        redis::cmd("PTTL").arg(&key).query(c)?,
-                    ))
+                    let state = match redis::cmd("GET").arg(&key).query(c) {
+                        Err(e) if update::is_wrong_type(&e) => redis::Value::Nil,
+                        r => r?,
+                    };
+                    Ok((state, redis::cmd("PTTL").arg(&key).query(c)?))
                 }
             })?;
-            let Some(bytes) = state else { continue };
+            // A key of the wrong type holds no session (its next update replaces it).
+            let bytes = match state {
+                redis::Value::BulkString(b) => b,
+                redis::Value::SimpleString(s) => s.into_bytes(),
+                _ => continue,
+            };
             let Some(session) = self.session_of(&key) else {
                 continue;
             };

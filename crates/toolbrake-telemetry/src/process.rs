@@ -107,6 +107,7 @@ struct Inner {
     client_sessions: Gauge,
     store_seconds: LatencyFamily,
     store_errors: Family<Operation, Counter>,
+    store_uncounted: Counter,
 }
 
 /// The metrics of this process (cheap to clone: every clone counts into the same
@@ -141,6 +142,7 @@ impl ProcessMetrics {
             client_sessions: Gauge::default(),
             store_seconds,
             store_errors: Family::default(),
+            store_uncounted: Counter::default(),
             registry: Registry::default(),
         };
         registry.register_with_unit(
@@ -199,6 +201,11 @@ impl ProcessMetrics {
             "store_errors",
             "Calls to the store that failed, by operation",
             inner.store_errors.clone(),
+        );
+        registry.register(
+            "store_uncounted",
+            "Updates the store kept whose counters it could not keep (a shared store's counters key of the wrong type, a counter that cannot grow): their decisions stand; the store's counters miss them",
+            inner.store_uncounted.clone(),
         );
         ProcessMetrics {
             inner: Arc::new(Inner { registry, ..inner }),
@@ -358,12 +365,30 @@ impl Observer for ProcessMetrics {
 pub struct Timed<S: Store + ?Sized> {
     inner: Arc<S>,
     metrics: ProcessMetrics,
+    /// The store's [`Store::uncounted`] when last looked at.
+    uncounted: std::sync::atomic::AtomicU64,
 }
 
 impl<S: Store + ?Sized> Timed<S> {
     /// `inner`, timed into `metrics`.
     pub fn new(inner: Arc<S>, metrics: ProcessMetrics) -> Self {
-        Timed { inner, metrics }
+        let uncounted = inner.uncounted().into();
+        Timed {
+            inner,
+            metrics,
+            uncounted,
+        }
+    }
+
+    /// Counts the updates the store could not count since last looked at.
+    fn count_uncounted(&self) {
+        let now = self.inner.uncounted();
+        let before = self
+            .uncounted
+            .fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+        if now > before {
+            self.metrics.inner.store_uncounted.inc_by(now - before);
+        }
     }
 }
 
@@ -373,13 +398,23 @@ impl<S: Store + ?Sized> Store for Timed<S> {
         session: &str,
         f: &mut dyn FnMut(&mut SessionState, &mut Tally),
     ) -> Result<(), StoreError> {
-        self.metrics
-            .store_call("update", || self.inner.update(session, f))
+        let r = self
+            .metrics
+            .store_call("update", || self.inner.update(session, f));
+        self.count_uncounted();
+        r
     }
 
     fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
-        self.metrics
-            .store_call("add_counts", || self.inner.add_counts(tally))
+        let r = self
+            .metrics
+            .store_call("add_counts", || self.inner.add_counts(tally));
+        self.count_uncounted();
+        r
+    }
+
+    fn uncounted(&self) -> u64 {
+        self.inner.uncounted()
     }
 
     fn counters(&self) -> Result<Counters, StoreError> {
@@ -423,6 +458,83 @@ impl<S: Store + ?Sized> Store for Timed<S> {
 
     fn take_warnings(&self) -> Vec<String> {
         self.inner.take_warnings()
+    }
+}
+
+/// A [`Store`] whose problems ([`Store::take_warnings`]: a session that started afresh, a
+/// stale lock removed, counters that could not be kept) are told as they happen, to the
+/// log of a long-running process that nobody else asks for them: a layer that decides
+/// nothing.
+pub struct Told<S: Store + ?Sized> {
+    inner: Arc<S>,
+    tell: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl<S: Store + ?Sized> Told<S> {
+    /// `inner`, its warnings handed to `tell`.
+    pub fn new(inner: Arc<S>, tell: Box<dyn Fn(&str) + Send + Sync>) -> Self {
+        Told { inner, tell }
+    }
+
+    fn told<R>(&self, r: R) -> R {
+        for w in self.inner.take_warnings() {
+            (self.tell)(&w);
+        }
+        r
+    }
+}
+
+impl<S: Store + ?Sized> Store for Told<S> {
+    fn update(
+        &self,
+        session: &str,
+        f: &mut dyn FnMut(&mut SessionState, &mut Tally),
+    ) -> Result<(), StoreError> {
+        self.told(self.inner.update(session, f))
+    }
+
+    fn add_counts(&self, tally: &Tally) -> Result<(), StoreError> {
+        self.told(self.inner.add_counts(tally))
+    }
+
+    fn counters(&self) -> Result<Counters, StoreError> {
+        self.told(self.inner.counters())
+    }
+
+    fn get(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        self.told(self.inner.get(session))
+    }
+
+    fn remove(&self, session: &str) -> Result<bool, StoreError> {
+        self.told(self.inner.remove(session))
+    }
+
+    fn take(&self, session: &str) -> Result<Option<SessionState>, StoreError> {
+        self.told(self.inner.take(session))
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        self.told(self.inner.list())
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.told(self.inner.keys_with_prefix(prefix))
+    }
+
+    fn may_block(&self) -> bool {
+        self.inner.may_block()
+    }
+
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
+    fn uncounted(&self) -> u64 {
+        self.inner.uncounted()
     }
 }
 
@@ -533,6 +645,78 @@ mod tests {
         assert!(
             !text.contains("\"s\""),
             "a session key became a label: {text}"
+        );
+    }
+
+    /// A store that keeps every update but could not count one, and says so each time.
+    struct Uncounting(MemoryStore, std::sync::atomic::AtomicU64);
+
+    impl Store for Uncounting {
+        fn update(
+            &self,
+            s: &str,
+            f: &mut dyn FnMut(&mut SessionState, &mut Tally),
+        ) -> Result<(), StoreError> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.update(s, f)
+        }
+        fn take_warnings(&self) -> Vec<String> {
+            vec!["not counted".into()]
+        }
+        fn add_counts(&self, t: &Tally) -> Result<(), StoreError> {
+            self.0.add_counts(t)
+        }
+        fn counters(&self) -> Result<Counters, StoreError> {
+            self.0.counters()
+        }
+        fn get(&self, s: &str) -> Result<Option<SessionState>, StoreError> {
+            self.0.get(s)
+        }
+        fn remove(&self, s: &str) -> Result<bool, StoreError> {
+            self.0.remove(s)
+        }
+        fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+            self.0.list()
+        }
+        fn describe(&self) -> String {
+            "uncounting".into()
+        }
+        fn uncounted(&self) -> u64 {
+            self.1.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    /// The store's problems reach the log of a process nobody else asks them for, as they
+    /// happen.
+    #[test]
+    fn a_store_s_problems_are_told_as_they_happen() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let t = told.clone();
+        let store = Told::new(
+            Arc::new(Uncounting(MemoryStore::new(), 0.into())),
+            Box::new(move |w| t.lock().unwrap().push(w.to_string())),
+        );
+        store.update("s", &mut |_, _| {}).unwrap();
+        assert_eq!(*told.lock().unwrap(), ["not counted"]);
+        assert_eq!(store.uncounted(), 1);
+    }
+
+    /// The process's metrics say how many updates the store could not count.
+    #[test]
+    fn updates_the_store_could_not_count_are_counted_here() {
+        let inner = Uncounting(MemoryStore::new(), 2.into());
+        let metrics = ProcessMetrics::new();
+        let store = Timed::new(Arc::new(inner), metrics.clone());
+        for _ in 0..3 {
+            store.update("s", &mut |_, _| {}).unwrap();
+        }
+        assert_eq!(
+            value(
+                &rendered(&metrics),
+                "toolbrake_process_store_uncounted_total"
+            ),
+            Some(3.0),
+            "the updates before this process watched are not its own"
         );
     }
 

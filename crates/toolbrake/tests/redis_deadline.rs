@@ -1,11 +1,13 @@
 //! A hook on a Redis that stops answering: the host waits for one store deadline at most,
 //! then the failure policy applies. (A stopped `redis-server` is the hardest case: the
-//! kernel still accepts its connections, so only the replies are missing.)
+//! kernel still accepts its connections, so only the replies are missing.) And a hook on a Redis whose shared keys hold hostile values: they
+//! never decide a call.
 
 mod support;
 use support::*;
 
 use serde_json::json;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use toolbrake_store::testing::RedisServer;
@@ -80,4 +82,43 @@ fn a_hung_redis_holds_a_hook_for_one_deadline_then_the_failure_policy_applies() 
     // Answering again: the next hook judges through it.
     let (out, err, _) = pre(&open, &dir, "t3");
     assert!(out.is_empty() && err.is_empty(), "{out}{err}");
+}
+
+/// A counters key of the wrong type on the fleet's Redis (`SET toolbrake:counters x`): the
+/// counters are telemetry, so the hooks still judge every call from the session's state
+/// (two identical calls run, the third is stopped by the streak brake, not by the
+/// failure policy, with `fail_closed = true`), and the hook says which key it could not
+/// count in.
+#[test]
+fn a_wrong_typed_counters_key_never_decides_a_hooked_call() {
+    let server = RedisServer::start();
+    let dir = tmpdir("redis-deadline", "counters");
+    let cfg = dir.join("closed.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[store]\nkind = \"redis\"\nurl = \"{}\"\nfail_closed = true\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    // `SET toolbrake:counters x`, as another client would send it.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    c.write_all(b"*3\r\n$3\r\nSET\r\n$18\r\ntoolbrake:counters\r\n$1\r\nx\r\n")
+        .unwrap();
+    let mut ok = [0u8; 5];
+    c.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    let (first, first_err, _) = pre(&cfg, &dir, "k1");
+    let (second, _, _) = pre(&cfg, &dir, "k2");
+    let (third, _, _) = pre(&cfg, &dir, "k3");
+    assert!(first.is_empty() && second.is_empty(), "{first}{second}");
+    assert!(
+        third.contains("\"permissionDecision\":\"deny\"") && !third.contains("fail_closed"),
+        "{third}"
+    );
+    assert!(
+        first_err.contains("toolbrake:counters") && first_err.contains("decisions are unaffected"),
+        "{first_err}"
+    );
 }

@@ -31,7 +31,7 @@ use crate::{StoreError, Tally, MAX_TOOLS};
 use redis::Value as RValue;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use toolbrake_core::SessionState;
@@ -47,14 +47,97 @@ pub(super) const CACHED_SESSIONS: usize = 64;
 /// lease loses nothing (its write compares the stored bytes) and waiters stop waiting for it.
 const LEASE: Duration = Duration::from_millis(200);
 
-/// The Lua function both counting scripts share: adds the increments of `ARGV` from
-/// `first` on (per increment: the amount, the series, the tool (empty when none) and the
-/// series with the tool folded into `other`) to the counters hash `hash`, keeping at most
-/// `max` tools under their own name in the set `tools`.
-macro_rules! count_fn {
+/// What a script found and repaired besides its answer: a sum of these flags (one number
+/// in every reply, [`RedisStore::noted`] reports them). The Lua prelude every script shares
+/// (`note`) keeps the sum.
+pub(super) mod notes {
+    /// The counters hash is not a hash: nothing was counted.
+    pub const COUNTERS_TYPE: i64 = 1;
+    /// The session's lock could never expire (no TTL) or was not a string: removed.
+    pub const STALE_LOCK: i64 = 2;
+    /// The session's wake list was not a list: removed.
+    pub const WAKE_TYPE: i64 = 4;
+    /// The session's key held something other than a string: it starts afresh.
+    pub const STATE_TYPE: i64 = 8;
+    /// A counter could not be incremented (not an integer, or at its maximum).
+    pub const COUNTER_VALUE: i64 = 16;
+    /// The tool set is not a set: nothing was counted.
+    pub const TOOLS_TYPE: i64 = 32;
+    /// Reading the counters met a key of the wrong type (told once per process, as the
+    /// failures to count are; never in a script's reply).
+    pub const READ_TYPE: i64 = 64;
+    /// Reading the counters met values that are not counts (told once per process).
+    pub const READ_VALUE: i64 = 128;
+    /// Any of the counting failures.
+    pub const COUNTING: i64 = COUNTERS_TYPE | COUNTER_VALUE | TOOLS_TYPE;
+}
+
+/// The Lua prelude every script shares. Nothing a key holds makes a script fail half way
+/// (Redis keeps a failed script's earlier writes): a key of the wrong type is read with
+/// `pcall` or checked with `TYPE` first.
+///
+/// - `note(n)`: adds flag `n` of [`notes`] to `notes` (once).
+/// - `state(key)`: the session's stored bytes (`false`: absent, or not a string, which is
+///   noted).
+/// - `holder(key, mine)`: the lock's holder (`false`: none). A lock another client holds
+///   that can never expire (no TTL: set by hand, or `PERSIST`ed) or that is not a string
+///   is stale: removed and noted.
+/// - `wake(key, lease)`: one wake token on the wake list (a key of another type removed).
+/// - `count(hash, tools, max, first)`: adds the increments of `ARGV` from `first` on (per
+///   increment: the amount, the series, the tool (empty when none) and the series with the
+///   tool folded into `other`) to the counters hash `hash`, keeping at most `max` tools
+///   under their own name in the set `tools`. The counters are telemetry: a key of the
+///   wrong type or a value that cannot be incremented is noted, never an error.
+macro_rules! prelude {
     () => {
         r"
+local notes = 0
+local function note(n)
+  if notes % (n * 2) < n then notes = notes + n end
+end
+local function failed(r)
+  return type(r) == 'table' and r.err ~= nil
+end
+local function state(key)
+  local v = redis.pcall('GET', key)
+  if failed(v) then
+    note(8)
+    return false
+  end
+  return v
+end
+local function holder(key, mine)
+  local v = redis.pcall('GET', key)
+  if failed(v) or (v and v ~= mine and redis.call('PTTL', key) < 0) then
+    redis.call('DEL', key)
+    note(2)
+    return false
+  end
+  return v
+end
+local function wake(key, lease)
+  local n = redis.pcall('LLEN', key)
+  if failed(n) then
+    redis.call('DEL', key)
+    note(4)
+    n = 0
+  end
+  if n == 0 then
+    redis.call('RPUSH', key, '1')
+  end
+  redis.call('PEXPIRE', key, lease)
+end
 local function count(hash, tools, max, first)
+  local ht = redis.call('TYPE', hash)['ok']
+  if ht ~= 'hash' and ht ~= 'none' then
+    note(1)
+    return
+  end
+  local tt = redis.call('TYPE', tools)['ok']
+  if tt ~= 'set' and tt ~= 'none' then
+    note(32)
+    return
+  end
   for i = first, #ARGV, 4 do
     local field = ARGV[i + 1]
     local tool = ARGV[i + 2]
@@ -65,7 +148,9 @@ local function count(hash, tools, max, first)
         field = ARGV[i + 3]
       end
     end
-    redis.call('HINCRBY', hash, field, ARGV[i])
+    if failed(redis.pcall('HINCRBY', hash, field, ARGV[i])) then
+      note(16)
+    end
   end
 end
 "
@@ -74,60 +159,75 @@ end
 
 /// Adds a tally to the counters: `KEYS[1]` the counters hash, `KEYS[2]` the set of tools
 /// counted under their own name, `ARGV[1]` that set's bound, the increments from `ARGV[2]`.
+/// Returns the [`notes`].
 pub(super) const COUNT: &str = concat!(
-    count_fn!(),
-    "count(KEYS[1], KEYS[2], tonumber(ARGV[1]), 2)\nreturn 1\n"
+    prelude!(),
+    "count(KEYS[1], KEYS[2], tonumber(ARGV[1]), 2)\nreturn notes\n"
 );
 
 /// The write. `KEYS`: the session, its lock, its wake list, and with increments to add
-/// the counters hash and the tool set (on the session's slot). `ARGV`: `1` and the bytes
-/// the update started from (`0` and nothing: the key was absent), the new state, its TTL
-/// in ms, the lock id the writer holds (empty: none), the lease in ms, the tool bound, the
-/// increments from `ARGV[8]`. Returns `{1}` written (a held lock released, one waiter
-/// woken), `{0, pttl}` another client holds the lock, `{2, current}` the bytes changed
-/// (`current` only to a writer that took the lock, which recomputes without queueing
-/// again, even when its lease ran out).
+/// the counters hash and the tool set (on the session's slot). `ARGV`: what the update
+/// started from (`0`: the key was absent; `1` and its bytes; `2`: the key held something
+/// other than a string), the new state, its TTL in ms, the lock id the writer holds
+/// (empty: none), the lease in ms, the tool bound, the increments from `ARGV[8]`. Returns
+/// `{1, notes}` written (a held lock released, one waiter woken), `{0, notes, pttl}`
+/// another client holds the lock, `{2, notes, current}` the bytes changed (`current`
+/// only to a writer that took the lock, which recomputes without queueing again, even
+/// when its lease ran out).
 const WRITE: &str = concat!(
-    count_fn!(),
+    prelude!(),
     r"
-local lock = redis.call('GET', KEYS[2])
+local lock = holder(KEYS[2], ARGV[5])
 if lock and lock ~= ARGV[5] then
-  return {0, redis.call('PTTL', KEYS[2])}
+  return {0, notes, redis.call('PTTL', KEYS[2])}
 end
-local cur = redis.call('GET', KEYS[1])
+local cur = state(KEYS[1])
+local wrong = notes % 16 >= 8
 local same
 if ARGV[1] == '0' then
-  same = (cur == false)
+  same = (cur == false and not wrong)
+elseif ARGV[1] == '2' then
+  same = wrong
 else
   same = (cur == ARGV[2])
 end
 if not same then
   if ARGV[5] ~= '' then
-    return {2, cur}
+    return {2, notes, cur}
   end
-  return {2}
+  return {2, notes}
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-count(KEYS[4], KEYS[5], tonumber(ARGV[7]), 8)
+if #KEYS > 3 then
+  count(KEYS[4], KEYS[5], tonumber(ARGV[7]), 8)
+end
 if lock then
   redis.call('DEL', KEYS[2])
-  if redis.call('LLEN', KEYS[3]) == 0 then
-    redis.call('RPUSH', KEYS[3], '1')
-  end
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  wake(KEYS[3], ARGV[6])
 end
-return {1}
+return {1, notes}
 "
 );
 
-/// Takes the session's lock. `KEYS`: the session, its lock. `ARGV`: the lock id, the
-/// lease in ms. Returns `{1, state}` (the state nil when absent) or `{0, pttl}`.
-const ACQUIRE: &str = r"
+/// Takes the session's lock (a stale one removed first). `KEYS`: the session, its lock,
+/// its wake list. `ARGV`: the lock id, the lease in ms. Returns `{1, notes, state}` (the
+/// state nil when absent or not a string) or `{0, notes, pttl}` (a wake list of another
+/// type removed, so that the waiter can block on it).
+const ACQUIRE: &str = concat!(
+    prelude!(),
+    r"
+holder(KEYS[2], ARGV[1])
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('GET', KEYS[1])}
+  local cur = state(KEYS[1])
+  return {1, notes, cur}
 end
-return {0, redis.call('PTTL', KEYS[2])}
-";
+if failed(redis.pcall('LLEN', KEYS[3])) then
+  redis.call('DEL', KEYS[3])
+  note(4)
+end
+return {0, notes, redis.call('PTTL', KEYS[2])}
+"
+);
 
 /// The scripts, hashed once per store.
 pub(super) struct Scripts {
@@ -141,6 +241,10 @@ pub(super) struct Scripts {
     no_blocking: AtomicBool,
     /// One session's updates in this process, one at a time (by a hash of its key).
     turns: [Mutex<()>; TURNS],
+    /// Updates (and counts) whose counters could not be kept.
+    pub(super) uncounted: AtomicU64,
+    /// The counting failures ([`notes::COUNTING`]) this process has told already.
+    pub(super) told: AtomicI64,
 }
 
 /// Stripes of [`Scripts::turns`].
@@ -163,6 +267,8 @@ impl Scripts {
             ids: AtomicU64::new(0),
             no_blocking: AtomicBool::new(false),
             turns: std::array::from_fn(|_| Mutex::new(())),
+            uncounted: AtomicU64::new(0),
+            told: AtomicI64::new(0),
         }
     }
 
@@ -218,20 +324,42 @@ impl Cache {
 }
 
 /// The keys one update touches, all on the session's slot.
-struct Keys {
-    value: String,
-    lock: String,
-    wake: String,
-    counters: String,
-    tools: String,
+pub(super) struct Keys {
+    pub(super) value: String,
+    pub(super) lock: String,
+    pub(super) wake: String,
+    pub(super) counters: String,
+    pub(super) tools: String,
+}
+
+/// What a session's key held.
+pub(super) enum Stored {
+    Absent,
+    Bytes(Vec<u8>),
+    /// Something other than a string (a hash, a list…): the session starts afresh.
+    WrongType,
+}
+
+impl Stored {
+    /// The stored value a script answered (`nil`: absent, or of the wrong type when the
+    /// reply's notes say so).
+    fn from_reply(v: Option<RValue>, notes: i64) -> Option<Stored> {
+        if notes & notes::STATE_TYPE != 0 {
+            return Some(Stored::WrongType);
+        }
+        Some(match bytes(v.unwrap_or(RValue::Nil))? {
+            None => Stored::Absent,
+            Some(b) => Stored::Bytes(b),
+        })
+    }
 }
 
 /// What an update computes from.
 enum Base {
     /// This store's last write (boxed: a state is large beside a few bytes).
     Known(Box<Known>),
-    /// The stored bytes (`None`: absent).
-    Read(Option<Vec<u8>>),
+    /// What the key holds.
+    Read(Stored),
 }
 
 /// What a write found.
@@ -239,8 +367,8 @@ enum Written {
     Yes,
     /// Another client holds the lock.
     Locked,
-    /// The bytes changed; the current ones when this update holds the lock.
-    Stale(Option<Vec<u8>>),
+    /// The bytes changed; what the key holds when this update holds the lock.
+    Stale(Option<Stored>),
 }
 
 /// `EVALSHA` of `script` with `keys` and `args`, loading the script when the server does
@@ -293,26 +421,33 @@ fn bytes(v: RValue) -> Option<Option<Vec<u8>>> {
     }
 }
 
-/// What [`ACQUIRE`] answered: the state, or the lock's remaining lease in ms.
-fn acquired(v: RValue) -> redis::RedisResult<Result<Option<Vec<u8>>, i64>> {
+/// What [`ACQUIRE`] answered: the state, or the lock's remaining lease in ms; and the
+/// [`notes`].
+fn acquired(v: RValue) -> redis::RedisResult<(Result<Stored, i64>, i64)> {
     let RValue::Array(items) = v else {
         return Err(unexpected("acquire", &v));
     };
     let mut it = items.into_iter();
-    let (Some(status), Some(second)) = (it.next(), it.next()) else {
+    let (Some(status), Some(notes)) = (it.next(), it.next().as_ref().and_then(int)) else {
         return Err(unexpected("acquire", &RValue::Nil));
     };
-    match (int(&status), int(&second)) {
-        (Some(1), _) => bytes(second)
-            .map(Ok)
+    let third = it.next();
+    match (int(&status), third.as_ref().and_then(int)) {
+        (Some(1), _) => Stored::from_reply(third, notes)
+            .map(|s| (Ok(s), notes))
             .ok_or_else(|| unexpected("acquire", &RValue::Nil)),
-        (Some(0), Some(pttl)) => Ok(Err(pttl)),
+        (Some(0), Some(pttl)) => Ok((Err(pttl), notes)),
         _ => Err(unexpected("acquire", &status)),
     }
 }
 
+/// Whether a command failed on a key that holds another type of value.
+pub(super) fn is_wrong_type(e: &redis::RedisError) -> bool {
+    e.code() == Some("WRONGTYPE")
+}
+
 impl RedisStore {
-    fn update_keys(&self, session: &str) -> Keys {
+    pub(super) fn update_keys(&self, session: &str) -> Keys {
         let value = self.key(session);
         let (counters, tools) = self.counter_keys(&value);
         let p = &self.opts.key_prefix;
@@ -325,7 +460,7 @@ impl RedisStore {
         }
     }
 
-    fn lease_ms(&self) -> u64 {
+    pub(super) fn lease_ms(&self) -> u64 {
         LEASE.min(self.opts.command_timeout).as_millis().max(1) as u64
     }
 
@@ -373,32 +508,23 @@ impl RedisStore {
             }
             let from = match base.take() {
                 Some(b) => b,
-                None => Base::Read(
-                    self.with_conn_by(&deadline, |c| redis::cmd("GET").arg(&keys.value).query(c))?,
-                ),
+                None => Base::Read(self.read_stored(&keys.value, &deadline)?),
             };
             let (expected, mut state) = match from {
                 Base::Known(k) => {
                     let k = *k;
-                    (Some(k.bytes), k.state)
+                    (Stored::Bytes(k.bytes), k.state)
                 }
-                Base::Read(None) => (None, SessionState::default()),
-                Base::Read(Some(b)) => {
+                Base::Read(Stored::Bytes(b)) => {
                     let state = self.decode(&b);
-                    (Some(b), state)
+                    (Stored::Bytes(b), state)
                 }
+                Base::Read(other) => (other, SessionState::default()),
             };
             tally.clear();
             f(&mut state, &mut tally);
             let new = serde_json::to_vec(&state).map_err(|e| self.err(e))?;
-            match self.write(
-                &keys,
-                expected.as_deref(),
-                &new,
-                lock.as_deref(),
-                &tally,
-                &deadline,
-            )? {
+            match self.write(&keys, &expected, &new, lock.as_deref(), &tally, &deadline)? {
                 Written::Yes => {
                     let known = Known {
                         bytes: new,
@@ -421,7 +547,7 @@ impl RedisStore {
                     contended = true;
                     met = true;
                     if lock.is_some() {
-                        base = Some(Base::Read(current));
+                        base = current.map(Base::Read);
                     }
                 }
             }
@@ -435,7 +561,7 @@ impl RedisStore {
     fn write(
         &self,
         keys: &Keys,
-        expected: Option<&[u8]>,
+        expected: &Stored,
         new: &[u8],
         lock: Option<&str>,
         tally: &Tally,
@@ -453,8 +579,9 @@ impl RedisStore {
         let n = if tally.is_empty() { 3 } else { 5 };
         let mut cmd = evalsha(&self.scripts.write, &all[..n]);
         match expected {
-            Some(b) => cmd.arg("1").arg(b),
-            None => cmd.arg("0").arg(""),
+            Stored::Bytes(b) => cmd.arg("1").arg(b),
+            Stored::Absent => cmd.arg("0").arg(""),
+            Stored::WrongType => cmd.arg("2").arg(""),
         };
         cmd.arg(new)
             .arg(self.ttl_ms())
@@ -467,12 +594,15 @@ impl RedisStore {
         };
         let mut it = items.into_iter();
         let status = it.next().as_ref().and_then(int);
-        Ok(match status {
+        let notes = it.next().as_ref().and_then(int).unwrap_or(0);
+        let written = match status {
             Some(1) => Written::Yes,
             Some(0) => Written::Locked,
-            Some(2) => Written::Stale(it.next().and_then(bytes).flatten()),
+            Some(2) => Written::Stale(Stored::from_reply(it.next(), notes)),
             _ => return Err(self.caused(unexpected("write", &RValue::Nil))),
-        })
+        };
+        self.noted(notes, keys);
+        Ok(written)
     }
 
     /// Takes the session's lock, waiting on the server while another client holds it:
@@ -482,14 +612,16 @@ impl RedisStore {
         keys: &Keys,
         id: &str,
         deadline: &Deadline,
-    ) -> Result<(Option<Vec<u8>>, bool), StoreError> {
+    ) -> Result<(Stored, bool), StoreError> {
         let script = &self.scripts.acquire;
-        let mut acq = evalsha(script, &[&keys.value, &keys.lock]);
+        let mut acq = evalsha(script, &[&keys.value, &keys.lock, &keys.wake]);
         acq.arg(id).arg(self.lease_ms());
         let mut reply = self.with_conn_by(deadline, |c| eval(c, script, &acq))?;
         let mut waited = false;
         loop {
-            let pttl = match acquired(reply).map_err(|e| self.caused(e))? {
+            let (answer, notes) = acquired(reply).map_err(|e| self.caused(e))?;
+            self.noted(notes, keys);
+            let pttl = match answer {
                 Ok(current) => return Ok((current, waited)),
                 Err(pttl) => pttl,
             };
@@ -521,8 +653,11 @@ impl RedisStore {
                     let mut replies = c.req_packed_commands(&pipe.get_packed_pipeline(), 0, 2)?;
                     let second = replies.pop();
                     let first = replies.pop();
-                    if let Some(RValue::ServerError(_)) = first {
-                        self.scripts.no_blocking.store(true, Ordering::Relaxed);
+                    if let Some(RValue::ServerError(e)) = first {
+                        // A wake list of another type is removed by the acquire.
+                        if e.code() != "WRONGTYPE" {
+                            self.scripts.no_blocking.store(true, Ordering::Relaxed);
+                        }
                     }
                     match second {
                         Some(RValue::ServerError(e)) => {
@@ -540,10 +675,13 @@ impl RedisStore {
                     if let Err(e) = blpop.query::<RValue>(c) {
                         if e.kind()
                             != redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                            && !is_wrong_type(&e)
                         {
                             return Err(e);
                         }
-                        self.scripts.no_blocking.store(true, Ordering::Relaxed);
+                        if !is_wrong_type(&e) {
+                            self.scripts.no_blocking.store(true, Ordering::Relaxed);
+                        }
                     }
                     eval(c, script, &acq)
                 }

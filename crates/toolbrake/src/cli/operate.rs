@@ -12,7 +12,7 @@ use toolbrake_session::Observer;
 use toolbrake_store::Store;
 use toolbrake_telemetry::http::{Endpoint, Renderer};
 use toolbrake_telemetry::log::{Format, Level, Log};
-use toolbrake_telemetry::process::{ProcessMetrics, Timed};
+use toolbrake_telemetry::process::{ProcessMetrics, Timed, Told};
 use toolbrake_telemetry::Fanout;
 
 /// The log's format on stderr.
@@ -120,6 +120,12 @@ impl Telemetry {
     /// The store, timed when metrics are served; its counters (what every process sharing
     /// it counted) are served beside the process's own.
     pub fn store(&self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        // The store's problems, logged as they happen (nobody else asks for them here).
+        let log = Log::stderr(self.log.format());
+        let store: Arc<dyn Store> = Arc::new(Told::new(
+            store,
+            Box::new(move |w| log.line(Level::Warn, &format!("toolbrake: {w}"))),
+        ));
         let _ = self.store.set(store.clone());
         match &self.metrics {
             Some(m) => Arc::new(Timed::new(store, m.clone())),
