@@ -38,10 +38,11 @@
 //! in turn, TLS, `AUTH`, `SELECT`, the client's name) gives up `connect_timeout` after the
 //! operation started, and its commands `command_timeout` after they began, never past the
 //! operation's deadline. The client library awaits every reply of a pipeline for the
-//! whole timeout (a hung server that still accepts connections held a hook for twice
-//! `connect_timeout`, one for each reply of the connection's setup, and an open connection
-//! for twice `command_timeout` at a pipeline of two replies), so on one server the store connects and
-//! awaits replies itself ([`Until`]). On a cluster the deadline bounds
+//! whole timeout, and each read of a reply for it again (a hung server that still accepts
+//! connections held a hook for twice `connect_timeout`; one that trickled a long reply a
+//! byte every half second, as long as it liked), so on one server the store has its own
+//! connection ([`conn::Conn`]: the socket, TLS, the library's reply parser), each read and
+//! write of which is given what is left of the deadline ([`Until`]). On a cluster the deadline bounds
 //! each step the store takes; the cluster client's own redirections and reconnections
 //! within a step keep its per-reply timeouts. Listing and counting (`list`, `counters`,
 //! the scans) read many keys and give each round trip a deadline of its own.
@@ -105,7 +106,7 @@ enum Backend {
     Single {
         /// Where and how to connect (credentials included: never shown).
         info: redis::ConnectionInfo,
-        conn: Mutex<Option<redis::Connection>>,
+        conn: Mutex<Option<conn::Conn>>,
     },
     Cluster {
         client: redis::cluster::ClusterClient,
@@ -331,7 +332,7 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Single { info, conn } => {
-                let mut guard: MutexGuard<'_, Option<redis::Connection>> =
+                let mut guard: MutexGuard<'_, Option<conn::Conn>> =
                     conn.lock().unwrap_or_else(|e| e.into_inner());
                 if guard.is_none() {
                     let c =

@@ -241,3 +241,78 @@ fn server_pid(port: u16) -> Answer {
         }
     }
 }
+
+/// A stand-in for a Redis server that trickles its replies: it answers the connection's
+/// setup (`CLIENT SETINFO`, `HELLO`, `AUTH`, `SELECT`) at once, then answers any other
+/// command with the header of a 100,000-byte string and one byte of it every half
+/// second, for `for_at_most` (then it closes the connection). Each connection on a thread
+/// of its own; the listener lives as long as this value.
+pub struct TricklingServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TricklingServer {
+    /// Starts one.
+    pub fn start(for_at_most: Duration) -> TricklingServer {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("bound").port();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let stopped = stopped.clone();
+                std::thread::spawn(move || {
+                    let started = Instant::now();
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n) = conn.read(&mut buf) {
+                        if n == 0 {
+                            return;
+                        }
+                        let text = String::from_utf8_lossy(&buf[..n]).to_ascii_uppercase();
+                        let setup = ["SETINFO", "HELLO", "AUTH", "SELECT"]
+                            .iter()
+                            .map(|c| text.matches(&format!("\r\n{c}\r\n")).count())
+                            .sum::<usize>();
+                        if setup > 0 {
+                            if conn.write_all(&b"+OK\r\n".repeat(setup)).is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        if conn.write_all(b"$100000\r\n").is_err() {
+                            return;
+                        }
+                        while started.elapsed() < for_at_most && !stopped.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(500));
+                            if conn.write_all(b"x").is_err() {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                });
+            }
+        });
+        TricklingServer { port, stop }
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for TricklingServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wakes the listener so that it sees the stop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}

@@ -1,5 +1,6 @@
 //! Values in a shared Redis that toolbrake did not write the way it writes them (issue 53),
-//! against a real `redis-server` started by the test: none of them decides a call.
+//! against a real `redis-server` started by the test, and a server that trickles its
+//! replies: none of them decides a call or holds one past the store's deadline.
 
 use redis::Commands;
 use serde_json::json;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use toolbrake_config::ConfigToml;
 use toolbrake_core::config::{no_env, Config};
 use toolbrake_core::{Call, Engine, Verdict};
-use toolbrake_store::testing::RedisServer;
+use toolbrake_store::testing::{RedisServer, TricklingServer};
 use toolbrake_store::{update_counted, RedisOptions, RedisStore, Store, Tally};
 
 fn store(server: &RedisServer, prefix: &str) -> RedisStore {
@@ -230,4 +231,33 @@ fn a_state_key_of_the_wrong_type_starts_the_session_afresh_and_says_so() {
     assert_eq!(s.get("s").unwrap().unwrap().streak.count(), 1);
     let listed: Vec<String> = s.list().unwrap().into_iter().map(|i| i.key).collect();
     assert_eq!(listed, ["s"]);
+}
+
+/// A server that trickles its reply (a 100,000-byte string, one byte every half second)
+/// fails an operation at its one deadline, whether the reply is a command's or the
+/// connection's setup's: the deadline covers the whole reply, not each read.
+#[test]
+fn a_trickling_reply_fails_an_operation_at_its_one_deadline() {
+    let trickler = TricklingServer::start(Duration::from_secs(20));
+    let s = RedisStore::new(RedisOptions {
+        url: trickler.url(),
+        connect_timeout: Duration::from_secs(1),
+        command_timeout: Duration::from_secs(1),
+        ..RedisOptions::default()
+    })
+    .unwrap();
+    for what in ["get", "update", "get again"] {
+        let start = Instant::now();
+        let e = if what == "update" {
+            s.update("s", &mut |_, _| ()).unwrap_err()
+        } else {
+            s.get("s").unwrap_err()
+        };
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_millis(1500),
+            "{what}: {took:?} ({e})"
+        );
+        assert!(e.to_string().contains("no answer in time"), "{what}: {e}");
+    }
 }

@@ -1,6 +1,7 @@
-//! A hook on a Redis that stops answering: the host waits for one store deadline at most,
-//! then the failure policy applies. (A stopped `redis-server` is the hardest case: the
-//! kernel still accepts its connections, so only the replies are missing.) And a hook on a Redis whose shared keys hold hostile values: they
+//! A hook on a Redis that stops answering, or trickles its replies: the host waits for one
+//! store deadline at most, then the failure policy applies. (A stopped `redis-server` is
+//! the hardest case of the first: the kernel still accepts its connections, so only the
+//! replies are missing.) And a hook on a Redis whose shared keys hold hostile values: they
 //! never decide a call.
 
 mod support;
@@ -10,7 +11,7 @@ use serde_json::json;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use toolbrake_store::testing::RedisServer;
+use toolbrake_store::testing::{RedisServer, TricklingServer};
 
 /// `toolbrake hook claude` with a PreToolUse payload: its stdout, stderr and duration.
 fn pre(cfg: &Path, dir: &Path, id: &str) -> (String, String, Duration) {
@@ -82,6 +83,31 @@ fn a_hung_redis_holds_a_hook_for_one_deadline_then_the_failure_policy_applies() 
     // Answering again: the next hook judges through it.
     let (out, err, _) = pre(&open, &dir, "t3");
     assert!(out.is_empty() && err.is_empty(), "{out}{err}");
+}
+
+/// A Redis that trickles its reply (a 100,000-byte string, a byte every half second) holds
+/// a hook for the store's one deadline (the larger timeout, 2 s), not as long as it
+/// trickles; then the failure policy applies.
+#[test]
+fn a_trickling_redis_holds_a_hook_for_one_deadline_then_the_failure_policy_applies() {
+    let trickler = TricklingServer::start(Duration::from_secs(20));
+    let dir = tmpdir("redis-deadline", "trickle");
+    let cfg = dir.join("closed.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[store]\nkind = \"redis\"\nurl = \"{}\"\nconnect_timeout = \"1s\"\nfail_closed = true\n",
+            trickler.url()
+        ),
+    )
+    .unwrap();
+    let (out, err, took) = pre(&cfg, &dir, "t1");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(3),
+        "{took:?} {err}"
+    );
+    assert!(out.contains("\"permissionDecision\":\"deny\""), "{out}");
+    assert!(err.contains("no answer in time"), "{err}");
 }
 
 /// A counters key of the wrong type on the fleet's Redis (`SET toolbrake:counters x`): the

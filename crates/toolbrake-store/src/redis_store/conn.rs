@@ -1,10 +1,19 @@
 //! One server's connection under one operation's deadline: connecting, and every reply
 //! awaited only until the operation must be done.
+//!
+//! The connection is the store's own ([`Conn`]: a socket, TLS over it for `rediss://`, and
+//! the client library's reply parser), not the library's: the library sets a socket
+//! timeout once per reply, and the operating system applies it to each read, so a server
+//! that trickles its reply (`$100000` then a byte every half second) held an operation for
+//! as long as it liked. Here every read and write of the socket, TLS's included, is given
+//! what is left of the operation's deadline, so the deadline covers the whole reply.
 
 use super::RedisOptions;
 use redis::Value as RValue;
 use std::cell::OnceCell;
-use std::net::ToSocketAddrs;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// When one store operation must be done: connecting by `connect_by`, its commands by
@@ -49,35 +58,154 @@ impl Deadline {
 
 /// What is left until `by`, or a timeout error once it has passed.
 pub(super) fn left(by: Instant) -> redis::RedisResult<Duration> {
+    Ok(io_left(by)?)
+}
+
+fn io_left(by: Instant) -> std::io::Result<Duration> {
     let left = by.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             "the store operation's deadline passed",
-        )
-        .into());
+        ));
     }
     Ok(left)
 }
 
-/// A server's connection whose every write and reply is awaited only until `by`: the
-/// client's own `Connection` awaits each reply of a pipeline for the whole timeout.
+/// A socket whose every read and write waits at most until `by`.
+struct Sock {
+    kind: SockKind,
+    by: Instant,
+}
+
+enum SockKind {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = Some(io_left(self.by)?);
+        match &mut self.kind {
+            SockKind::Tcp(s) => {
+                s.set_read_timeout(left)?;
+                s.read(buf)
+            }
+            #[cfg(unix)]
+            SockKind::Unix(s) => {
+                s.set_read_timeout(left)?;
+                s.read(buf)
+            }
+        }
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let left = Some(io_left(self.by)?);
+        match &mut self.kind {
+            SockKind::Tcp(s) => {
+                s.set_write_timeout(left)?;
+                s.write(buf)
+            }
+            #[cfg(unix)]
+            SockKind::Unix(s) => {
+                s.set_write_timeout(left)?;
+                s.write(buf)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The socket, or TLS over it.
+enum Stream {
+    Plain(Sock),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Sock>>),
+}
+
+impl Stream {
+    fn sock(&mut self) -> &mut Sock {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// One server's connection: its stream and the reply parser (which keeps what it read
+/// past one reply for the next).
+pub(super) struct Conn {
+    stream: Stream,
+    parser: redis::Parser,
+    db: i64,
+    open: bool,
+}
+
+/// A server's connection whose every write and reply is awaited only until `by`, in all.
 pub(super) struct Until<'c> {
-    pub(super) conn: &'c mut redis::Connection,
+    pub(super) conn: &'c mut Conn,
     pub(super) by: Instant,
 }
 
 impl Until<'_> {
+    /// `r`, the connection marked closed when it failed on the socket or the protocol (a
+    /// reply cut in the middle leaves the stream unusable).
+    fn io<T>(&mut self, r: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(e) = &r {
+            if e.is_io_error() || e.kind() == redis::ErrorKind::Parse {
+                self.conn.open = false;
+            }
+        }
+        r
+    }
+
     fn send(&mut self, bytes: &[u8]) -> redis::RedisResult<()> {
-        self.conn.set_write_timeout(Some(left(self.by)?))?;
-        self.conn.send_packed_command(bytes)
+        self.conn.stream.sock().by = self.by;
+        let r = self
+            .conn
+            .stream
+            .write_all(bytes)
+            .and_then(|()| self.conn.stream.flush())
+            .map_err(redis::RedisError::from);
+        self.io(r)
     }
 
     /// The next reply (push messages, which are no reply, skipped).
     fn reply(&mut self) -> redis::RedisResult<RValue> {
+        self.conn.stream.sock().by = self.by;
         loop {
-            self.conn.set_read_timeout(Some(left(self.by)?))?;
-            match self.conn.recv_response()? {
+            let r = self.conn.parser.parse_value(&mut self.conn.stream);
+            match self.io(r)? {
                 RValue::Push { .. } => continue,
                 v => return Ok(v),
             }
@@ -119,7 +247,7 @@ impl redis::ConnectionLike for Until<'_> {
     }
 
     fn get_db(&self) -> i64 {
-        self.conn.get_db()
+        self.conn.db
     }
 
     fn check_connection(&mut self) -> bool {
@@ -127,65 +255,103 @@ impl redis::ConnectionLike for Until<'_> {
     }
 
     fn is_open(&self) -> bool {
-        self.conn.is_open()
+        self.conn.open
     }
 }
 
-/// Connects to one server by `by`: TCP to each of the host's addresses in turn with what
-/// is left (TLS with it), then the setup (`AUTH`, `SELECT`, the client's name) through
-/// [`Until`]. The client library would give each address the whole timeout and await each
-/// reply of its setup for it too.
-pub(super) fn connect(
-    info: &redis::ConnectionInfo,
-    by: Instant,
-) -> redis::RedisResult<redis::Connection> {
-    let settings = info.redis_settings();
-    let resp3 = settings.protocol().supports_resp3();
-    // Nothing for the library to set up but, with RESP3, its HELLO (which authenticates,
-    // in one reply).
-    let mut bare = redis::RedisConnectionInfo::default()
-        .set_protocol(settings.protocol())
-        .set_skip_set_lib_name();
-    if resp3 {
-        if let Some(u) = settings.username() {
-            bare = bare.set_username(u);
-        }
-        if let Some(p) = settings.password() {
-            bare = bare.set_password(p);
+/// TCP to each of the host's addresses in turn, each with what is left until `by`.
+fn tcp(host: &str, port: u16, by: Instant) -> redis::RedisResult<TcpStream> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, left(by)?) {
+            Ok(s) => {
+                // Without Nagle's algorithm: a request is one small write awaiting its
+                // reply.
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
         }
     }
-    // Without Nagle's algorithm: a request is one small write awaiting its reply.
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    let bare = info.clone().set_redis_settings(bare).set_tcp_settings(tcp);
-    let mut conn = match info.addr() {
+    Err(match last {
+        Some(e) => e.into(),
+        None => (
+            redis::ErrorKind::InvalidClientConfig,
+            "could not resolve to any addresses",
+        )
+            .into(),
+    })
+}
+
+/// The TLS client configuration: the web's roots (as the client library's, built with
+/// `tls-rustls-webpki-roots`), no client certificate. Built once per process.
+fn tls_config() -> redis::RedisResult<Arc<rustls::ClientConfig>> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    if let Some(c) = CONFIG.get() {
+        return Ok(c.clone());
+    }
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(CONFIG.get_or_init(|| Arc::new(config)).clone())
+}
+
+/// The stream to the server of `addr`, by `by` (TLS's handshake happens on the first
+/// write, under the same deadline).
+fn open(addr: &redis::ConnectionAddr, by: Instant) -> redis::RedisResult<Stream> {
+    let invalid = |what: &'static str| -> redis::RedisError {
+        (redis::ErrorKind::InvalidClientConfig, what).into()
+    };
+    let sock = |kind| Sock { kind, by };
+    Ok(match addr {
         redis::ConnectionAddr::Tcp(host, port) => {
-            let mut last = None;
-            let mut found = None;
-            for addr in (host.as_str(), *port).to_socket_addrs()? {
-                let one = bare
-                    .clone()
-                    .set_addr(redis::ConnectionAddr::Tcp(addr.ip().to_string(), *port));
-                match redis::Client::open(one)?.get_connection_with_timeout(left(by)?) {
-                    Ok(c) => {
-                        found = Some(c);
-                        break;
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            match (found, last) {
-                (Some(c), _) => c,
-                (None, Some(e)) => return Err(e),
-                (None, None) => {
-                    return Err((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "could not resolve to any addresses",
-                    )
-                        .into())
-                }
-            }
+            Stream::Plain(sock(SockKind::Tcp(tcp(host, *port, by)?)))
         }
-        _ => redis::Client::open(bare)?.get_connection_with_timeout(left(by)?)?,
+        redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+            ..
+        } => {
+            if *insecure {
+                return Err(invalid(
+                    "TLS without certificate checks (#insecure) is not supported",
+                ));
+            }
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|_| invalid("the host is not a valid TLS server name"))?;
+            let tls = rustls::ClientConnection::new(tls_config()?, name).map_err(|e| {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "cannot set up TLS",
+                    e.to_string(),
+                ))
+            })?;
+            let s = sock(SockKind::Tcp(tcp(host, *port, by)?));
+            Stream::Tls(Box::new(rustls::StreamOwned::new(tls, s)))
+        }
+        #[cfg(unix)]
+        redis::ConnectionAddr::Unix(path) => Stream::Plain(sock(SockKind::Unix(
+            std::os::unix::net::UnixStream::connect(path)?,
+        ))),
+        _ => return Err(invalid("this kind of address is not supported here")),
+    })
+}
+
+/// Connects to one server by `by`: TCP to each of the host's addresses in turn with what
+/// is left (TLS with it), then the setup (`HELLO` for RESP3, or `AUTH`; `SELECT`; the
+/// client's name) through [`Until`], all within the one deadline.
+pub(super) fn connect(info: &redis::ConnectionInfo, by: Instant) -> redis::RedisResult<Conn> {
+    let settings = info.redis_settings();
+    let resp3 = settings.protocol().supports_resp3();
+    let mut conn = Conn {
+        stream: open(info.addr(), by)?,
+        parser: redis::Parser::new(),
+        db: settings.db(),
+        open: true,
     };
     let mut until = Until {
         conn: &mut conn,
@@ -194,16 +360,30 @@ pub(super) fn connect(
     // With a user name first; a server before Redis 6 takes the password alone.
     for with_user in [true, false] {
         let mut setup = redis::pipe();
-        let auth = match settings.password().filter(|_| !resp3) {
-            Some(password) => {
-                let mut cmd = redis::cmd("AUTH");
-                if let Some(user) = settings.username().filter(|_| with_user) {
-                    cmd.arg(user);
-                }
-                setup.add_command(cmd.arg(password).to_owned());
-                Some(0)
+        let auth = if resp3 {
+            // RESP3, authenticating in the same reply.
+            let mut hello = redis::cmd("HELLO");
+            hello.arg("3");
+            if let Some(password) = settings.password() {
+                hello
+                    .arg("AUTH")
+                    .arg(settings.username().unwrap_or("default"))
+                    .arg(password);
             }
-            None => None,
+            setup.add_command(hello);
+            Some(0)
+        } else {
+            match settings.password() {
+                Some(password) => {
+                    let mut cmd = redis::cmd("AUTH");
+                    if let Some(user) = settings.username().filter(|_| with_user) {
+                        cmd.arg(user);
+                    }
+                    setup.add_command(cmd.arg(password).to_owned());
+                    Some(0)
+                }
+                None => None,
+            }
         };
         let select = (settings.db() != 0).then(|| {
             setup.cmd("SELECT").arg(settings.db());
@@ -233,6 +413,9 @@ pub(super) fn connect(
             setup.len(),
         )?;
         if let Some(RValue::ServerError(e)) = auth.and_then(|i| replies.get(i)) {
+            if resp3 {
+                return Err(e.clone().into());
+            }
             let old_server = with_user
                 && settings.username().is_some()
                 && e.details()
