@@ -1,10 +1,12 @@
 //! The replay report: what toolbrake would have done to a set of sessions, as a text
 //! summary and as one self-contained HTML page (inline SVG, no network fetches).
 //!
-//! Definitions: a *gate* is a call that was asked about or denied; *saved calls* are the
-//! calls from a session's first gate to its end (the gate is where the loop would have
-//! been stopped or redirected); the *longest repeat* is the most times one exact call
-//! (same tool, same canonical arguments) occurs in the session.
+//! Definitions: a *gate* is a call that was asked about or denied; a *stopped* call is one
+//! denied, or asked about and not approved (in a replay nobody answers): it never ran, and
+//! only stopped calls are *saved*. The calls *after the first gate* are those from a
+//! session's first gate to its end (the gate is where the loop would have been stopped or
+//! redirected); the *longest repeat* is the most times one exact call (same tool, same
+//! canonical arguments) occurs in the session.
 //!
 //! Each stopped call of a recorded run is also judged against what the run really did
 //! next: *waste* when its recorded output repeated the last identical call's (normalised
@@ -126,8 +128,8 @@ impl SessionReport {
         }
     }
 
-    /// Calls from the first gate to the end of the session.
-    pub fn saved(&self) -> u32 {
+    /// Calls from the first gate to the end of the session (the gate included).
+    pub fn after_gate(&self) -> u32 {
         self.first_gate.map_or(0, |g| self.calls - g + 1)
     }
 
@@ -152,7 +154,7 @@ pub struct Totals {
     /// Sessions with at least one gate.
     pub gated: u64,
     /// Calls from each session's first gate to its end.
-    pub saved: u64,
+    pub after_gate: u64,
     /// Stopped calls whose recorded output repeated the last identical call's.
     pub waste: u64,
     /// Stopped calls whose recorded output was new (false alarms on this history).
@@ -161,6 +163,12 @@ pub struct Totals {
     /// produced (the closest measure of tokens a recorded history holds).
     pub bytes_saved: u64,
 }
+
+/// What the text table's columns mean, printed under it: a reader meets the words there.
+const COLUMNS: &str = "advised: advisories shown; asks: the operator was asked; stopped: denied, or asked and not approved (it never ran)
+waste / new info: stopped calls whose recorded output repeated the last identical call's / was new
+first gate: the number of the first call asked about or denied; after: the calls from it to the session's end
+longest: the most times one exact call occurs in the session";
 
 /// `n / of` as a percentage with one decimal (`3.4%`; `0%` of nothing), in integers.
 pub fn share_text(n: u64, of: u64) -> String {
@@ -181,14 +189,14 @@ impl Totals {
     /// not approved.
     pub fn summary(&self) -> String {
         format!(
-            "{}, {}: {}, {}, {} stopped; {} gated, {} saved",
+            "{}, {}: {}, {}, {} stopped; {} gated ({} from the first gate to the end)",
             count(self.sessions, "session", "sessions"),
             count(self.calls, "call", "calls"),
             count(self.advisories, "advisory", "advisories"),
             count(self.asks, "ask", "asks"),
             count(self.stopped, "call", "calls"),
             count(self.gated, "session", "sessions"),
-            count(self.saved, "call", "calls"),
+            count(self.after_gate, "call", "calls"),
         )
     }
 
@@ -397,7 +405,7 @@ impl Report {
             t.asks += s.asks as u64;
             t.stopped += s.denials as u64;
             t.gated += s.first_gate.is_some() as u64;
-            t.saved += s.saved() as u64;
+            t.after_gate += s.after_gate() as u64;
             t.waste += s.waste as u64;
             t.new_information += s.new_information as u64;
             t.bytes_saved += s.bytes_saved;
@@ -441,7 +449,7 @@ impl Report {
                 "waste",
                 "new info",
                 "first gate",
-                "saved",
+                "after",
                 "longest"
             );
             for s in &active {
@@ -458,10 +466,13 @@ impl Report {
                     s.first_gate
                         .map(|g| g.to_string())
                         .unwrap_or_else(|| "-".into()),
-                    s.saved(),
+                    s.after_gate(),
                     s.longest_repeat
                 );
             }
+        }
+        if !active.is_empty() {
+            let _ = writeln!(o, "\n{COLUMNS}");
         }
         let quiet = self.sessions.len() - active.len();
         if quiet > 0 {
@@ -636,7 +647,7 @@ fn timeline(s: &SessionReport) -> Markup {
     let stopped = s.denials;
     html! {
         div class="session" style=(format!("--w:{width:.0}px")) {
-            b { (s.name) } " — " (s.calls) " calls, " (failed) " failed, first gate " (first_gate) ", " (s.saved()) " saved"
+            b { (s.name) } " — " (s.calls) " calls, " (failed) " failed, first gate " (first_gate) ", " (s.after_gate()) " calls from it on"
             @if stopped > 0 {
                 "; " (stopped) " stopped: " (s.waste) " waste, " (s.new_information) " new information"
             }

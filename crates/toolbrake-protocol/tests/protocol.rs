@@ -338,12 +338,15 @@ fn the_trajectory_importer_replays_and_the_report_counts() {
         Some(14),
         "gated on the 6th run of the failing script"
     );
-    assert_eq!(s.saved(), 37);
+    assert_eq!(s.after_gate(), 37);
     assert_eq!(s.longest_repeat, 20);
     assert_eq!((s.waste, s.new_information), (1, 14));
     assert_eq!(report.totals().stopped, 15);
     let text = report.text();
-    assert!(text.contains("1 session gated, 37 calls saved"), "{text}");
+    assert!(
+        text.contains("1 session gated (37 calls from the first gate to the end)"),
+        "{text}"
+    );
     let html = report.html();
     assert!(html.contains("<svg class=\"timeline\"") && html.contains("id=\"histogram\""));
     assert!(

@@ -36,7 +36,7 @@ fn the_quick_start_catches_the_bundled_loop_and_spares_the_struggle() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("2 sessions, 73 calls: 1 advisory, 2 asks, 3 calls stopped; 1 session gated, 3 calls saved"),
+        text.contains("2 sessions, 73 calls: 1 advisory, 2 asks, 3 calls stopped; 1 session gated (3 calls from the first gate to the end)"),
         "{text}"
     );
     assert!(
@@ -81,7 +81,10 @@ fn seed_mode_stops_the_struggle_the_progress_signal_spares() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("1 session gated, 37 calls saved"), "{text}");
+    assert!(
+        text.contains("1 session gated (37 calls from the first gate to the end)"),
+        "{text}"
+    );
     // Most of what the seeds' rules stop here was new information.
     assert!(
         text.contains("Of the calls stopped, 1 was waste (the recorded run got the same output as the last identical call), 14 would have brought new information"),
