@@ -89,6 +89,7 @@ impl Engine {
             st.count_ask(2);
             if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
                 e.verdict = Verdict::Deny;
+                e.answer = Some("declined".into());
             }
             out.push(Settled {
                 id,
@@ -103,6 +104,7 @@ impl Engine {
                 st.count_ask(2);
                 if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == id) {
                     e.verdict = Verdict::Deny;
+                    e.answer = Some("declined".into());
                 }
                 out.push(Settled {
                     id,
@@ -430,6 +432,7 @@ impl Engine {
         if let Some(e) = st.log.iter_mut().rev().find(|e| e.call == call_id) {
             e.verdict = d.verdict;
             e.code = d.code.map(str::to_string);
+            e.answer = Some(if approved { "approved" } else { "declined" }.into());
         }
         Ok(d)
     }

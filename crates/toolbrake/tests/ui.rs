@@ -351,3 +351,80 @@ fn the_dashboard_renders_in_headless_chromium_and_its_script_keeps_it_live() {
         std::fs::copy(&shot, keep).unwrap();
     }
 }
+
+/// What the pages say of a stop must be what happened: the streak counts refused
+/// attempts too, so the page says the agent *asked* that many times (two of the five
+/// `npm test` calls ran); an ask the operator approved is drawn as an ask, not as a plain
+/// allow; and the footer names the store and how long it keeps a session.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pages_say_what_ran_and_what_was_asked() {
+    let config = "[streak]\nmax_repeats = 3\n[breaker]\non_limit = \"ask\"\n[breaker.limits]\nexact = 2\ncmd = 2\n";
+    let s = serve(tmpdir("ui", "words"), config, &[]);
+    {
+        let set = toolbrake::settings::load(Some(&s.cfg)).unwrap();
+        let store = set
+            .store
+            .open(
+                toolbrake::settings::StoreKind::Sqlite,
+                &toolbrake::settings::process_env,
+            )
+            .unwrap();
+        let engine = toolbrake_core::Engine::new(set.engine);
+        let sessions = toolbrake_session::Sessions::new(&engine, store.as_ref());
+        let npm = json!({"command": "npm test"});
+        for i in 0..5 {
+            let id = format!("n{i}");
+            let call = toolbrake_core::Call {
+                session: "npm",
+                id: &id,
+                tool: "Bash",
+                args: &npm,
+            };
+            if sessions.pre("npm", &call).unwrap().runs() {
+                sessions
+                    .post("npm", &id, &toolbrake_core::Outcome::success("1 failing"))
+                    .unwrap();
+            }
+        }
+        let read = json!({"path": "notes.txt"});
+        for i in 0..2 {
+            let id = format!("r{i}");
+            let call = toolbrake_core::Call {
+                session: "asked",
+                id: &id,
+                tool: "read_notes",
+                args: &read,
+            };
+            let d = sessions.pre("asked", &call).unwrap();
+            if d.verdict == toolbrake_core::Verdict::Ask {
+                assert!(sessions.answer("asked", &id, true).unwrap().runs());
+            }
+            sessions
+                .post(
+                    "asked",
+                    &id,
+                    &toolbrake_core::Outcome::success(&format!("page {i}")),
+                )
+                .unwrap();
+        }
+    }
+    let c = client();
+    let npm = get_text(&c, format!("{}/sessions/npm", s.base)).await;
+    assert!(
+        npm.contains("It asked 5 times in a row to run `npm test`: the streak brake stopped it."),
+        "{npm}"
+    );
+    assert!(!npm.contains("It ran `npm test` 5 times"), "{npm}");
+    let asked = get_text(&c, format!("{}/sessions/asked", s.base)).await;
+    assert!(
+        asked.contains("data-answer=\"approved\""),
+        "the approved ask is drawn as an ask: {asked}"
+    );
+    assert!(asked.contains("asked, approved"), "{asked}");
+    assert!(asked.contains("1 asked (1 approved)"), "{asked}");
+    let home = get_text(&c, format!("{}/", s.base)).await;
+    assert!(
+        home.contains("forgets a session once it has been idle longer than"),
+        "{home}"
+    );
+}

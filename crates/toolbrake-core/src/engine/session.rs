@@ -88,6 +88,10 @@ pub struct LogEntry {
     /// [`progress::judge_stopped`]: crate::progress::judge_stopped
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returned: Option<String>,
+    /// An ask's answer once given: `approved` (the call then ran: its verdict is `allow`,
+    /// and the dashboard still draws it as asked) or `declined`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// One session's state for both engines: a plain serialisable value.
@@ -217,6 +221,7 @@ impl SessionState {
             near: near.map(|(fp, c, l)| (cut(fp), c, l)),
             outcome: None,
             returned: None,
+            answer: None,
         };
         if let Some(e) = self.log.iter_mut().find(|e| e.call == d.id) {
             *e = entry;

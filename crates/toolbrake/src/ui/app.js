@@ -81,7 +81,7 @@ async function refreshSession() {
     el(
       'tr',
       {},
-      el('td', {}, el('span', { class: `verdict v-${e.verdict}` }, e.verdict), e.code ? el('div', { class: 'muted' }, e.code) : ''),
+      el('td', {}, el('span', { class: `verdict v-${e.verdict}` }, e.verdict), e.code ? el('div', { class: 'muted' }, e.code) : '', e.answer ? el('div', { class: 'muted' }, `asked, ${e.answer}`) : ''),
       el('td', {}, e.tool),
       el('td', {}, el('code', {}, e.preview)),
       el('td', {}, e.near ? el('span', {}, bar(e.near[1], e.near[2]), ' ', el('code', {}, e.near[0])) : ''),

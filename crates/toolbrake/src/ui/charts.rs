@@ -90,6 +90,9 @@ pub(super) fn hbars(id: &str, summary: &str, rows: &[(&str, &str, u64)]) -> Mark
 pub(super) struct Mark<'a> {
     /// `allow`, `advise`, `ask` or `deny`.
     pub verdict: &'a str,
+    /// An ask the operator approved (its verdict is then `allow`): drawn as a square, the
+    /// ask's shape, in the colour of an allowed call.
+    pub approved: bool,
     /// `ok`, `failed`, `aborted` once known.
     pub outcome: Option<&'a str>,
     /// The call changed files (an edit or a write).
@@ -102,8 +105,8 @@ pub(super) struct Mark<'a> {
 }
 
 /// A session's calls over time: one mark per call, oldest on the left; its colour and
-/// shape the verdict (a circle allowed, a diamond advised, a square asked, a cross
-/// stopped), a ring around it the outcome (green ran fine, red failed), a teal
+/// shape the verdict (a circle allowed, a diamond advised, a square asked (green once
+/// approved), a cross stopped), a ring around it the outcome (green ran fine, red failed), a teal
 /// triangle above it an edit, and below it what it returned: a grey bar the same as last
 /// time (waste), a blue dot something new.
 pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
@@ -129,6 +132,7 @@ pub(super) fn strip(id: &str, summary: &str, marks: &[Mark<'_>]) -> Markup {
                             path class=(class) d=(format!("M{a} {b}l6 -6 4 4 -6 6 6 6 -4 4 -6 -6 -6 6 -4 -4 6 -6 -6 -6 4 -4z", a = fmt(cx), b = cy - 2.0)) {}
                         }
                         "ask" => { rect class=(class) x=(fmt(cx - 8.0)) y=(cy - 8.0) width="16" height="16" {} }
+                        "allow" if mk.approved => { rect class=(class) data-answer="approved" x=(fmt(cx - 8.0)) y=(cy - 8.0) width="16" height="16" {} }
                         "advise" => { path class=(class) d=(format!("M{} {}l9 9 -9 9 -9 -9z", fmt(cx), cy - 9.0)) {} }
                         _ => { circle class=(class) cx=(fmt(cx)) cy=(cy) r="8" {} }
                     }

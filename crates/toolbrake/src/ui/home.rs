@@ -423,7 +423,7 @@ pub(super) async fn home_page(State(ui): State<Shared>) -> Response {
                 } }
             }
         }
-        p.muted { "Sessions are counted at their last call; the store keeps a session " (ui.store.describe()) " for as long as its idle time allows. "
+        p.muted { "Sessions are counted at their last call. The store (" code { (ui.store.describe()) } ") forgets a session once it has been idle longer than " code { "idle_ttl" } " (" code { "[store]" } " in the configuration; 7 days unless set). "
             a href="/api/overview" { "These figures as JSON" } "." }
         p #status aria-live="polite" {}
     };

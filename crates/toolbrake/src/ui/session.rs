@@ -32,14 +32,17 @@ fn marks(log: &[Value]) -> Vec<Mark<'_>> {
             let preview = e["preview"].as_str().unwrap_or("");
             let edit = classes.is_mutating(tool, &preview_args(preview));
             let returned = e["returned"].as_str();
+            let approved = e["answer"] == "approved";
             let title = format!(
-                "{tool}: {verdict}{}{}{}",
+                "{tool}: {verdict}{}{}{}{}",
+                answer_words(e),
                 outcome.map(|o| format!(", {o}")).unwrap_or_default(),
                 returned.map(returned_words).unwrap_or_default(),
                 if edit { ", an edit" } else { "" }
             );
             Mark {
                 verdict,
+                approved,
                 outcome,
                 edit,
                 returned,
@@ -47,6 +50,15 @@ fn marks(log: &[Value]) -> Vec<Mark<'_>> {
             }
         })
         .collect()
+}
+
+/// An ask's answer, in words (`answer` of a log entry).
+fn answer_words(e: &Value) -> &'static str {
+    match e["answer"].as_str() {
+        Some("approved") => " (asked, you approved)",
+        Some("declined") => " (asked, not approved)",
+        _ => "",
+    }
 }
 
 /// What a call returned, in words (`returned` of a log entry).
@@ -62,12 +74,14 @@ fn picture_words(log: &[Value]) -> String {
     let count = |v: &str| log.iter().filter(|e| e["verdict"] == v).count();
     let failed = log.iter().filter(|e| e["outcome"] == "failed").count();
     let returned = |r: &str| log.iter().filter(|e| e["returned"] == r).count();
+    let approved = log.iter().filter(|e| e["answer"] == "approved").count();
     format!(
-        "The last {} calls, oldest first: {} allowed, {} advised, {} asked, {} stopped; {} failed; {} returned the same as last time (waste), {} something new.",
+        "The last {} calls, oldest first: {} allowed, {} advised, {} asked ({} approved), {} stopped; {} failed; {} returned the same as last time (waste), {} something new.",
         log.len(),
-        count("allow"),
+        count("allow") - approved,
         count("advise"),
-        count("ask"),
+        count("ask") + log.iter().filter(|e| e["answer"].is_string()).count(),
+        approved,
         count("deny"),
         failed,
         returned("same"),
@@ -85,7 +99,7 @@ pub(super) fn timeline(log: &[Value]) -> Markup {
                 @for e in log.iter().rev() {
                     @let verdict = e["verdict"].as_str().unwrap_or("");
                     tr {
-                        td { span class=(format!("verdict v-{verdict}")) { (verdict) } @if let Some(c) = e["code"].as_str() { div.muted { (c) } } }
+                        td { span class=(format!("verdict v-{verdict}")) { (verdict) } @if let Some(c) = e["code"].as_str() { div.muted { (c) } } @if let Some(a) = e["answer"].as_str() { div.muted { "asked, " (a) } } }
                         td { (e["tool"].as_str().unwrap_or("")) }
                         td { code { (e["preview"].as_str().unwrap_or("")) } }
                         td { @if let Some(n) = e["near"].as_array() { (bar(n[1].as_u64().unwrap_or(0), n[2].as_u64().unwrap_or(0))) " " code { (n[0].as_str().unwrap_or("")) } } }
@@ -158,7 +172,7 @@ fn body(key: &str, s: &Value) -> Markup {
         section.card aria-labelledby="h-calls" {
             h2 #h-calls { "Its calls over time" }
             (charts::strip("chart-calls", &picture_words(&log), &marks(&log)))
-            (legend(&[("allow", "allowed (circle)"), ("advise", "advised (diamond)"), ("ask", "asked (square)"), ("deny", "stopped (cross)"), ("edit", "an edit (triangle above)"), ("muted", "waste: returned the same as last time (grey bar below)"), ("saved", "new information (blue dot below)")]))
+            (legend(&[("allow", "allowed (circle)"), ("advise", "advised (diamond)"), ("ask", "asked (square; green once you approved)"), ("deny", "stopped (cross)"), ("edit", "an edit (triangle above)"), ("muted", "waste: returned the same as last time (grey bar below)"), ("saved", "new information (blue dot below)")]))
             p.muted { "A green ring: the call ran fine; a dashed red ring: it failed. Below a call, where its output is known: a grey bar, it returned the same as the last time the same call ran (waste); a blue dot, something new (or the first time). The store keeps a session's last " (toolbrake_core::engine::MAX_LOG) " decisions." }
         }
         section.card aria-labelledby="h-near" {

@@ -103,12 +103,18 @@ pub(super) fn reason(e: &Value, in_a_row: Option<u64>) -> Option<String> {
     let code = e["code"].as_str().unwrap_or("");
     Some(match (verdict, code) {
         ("allow", _) | ("", _) => return None,
-        (_, toolbrake_core::streak::CODE) => {
-            format!(
-                "It {did} {} in a row: the streak brake stopped it.",
-                how_often_plain(count.or(in_a_row))
-            )
-        }
+        // The streak counts every attempt, the refused ones too (a refusal extends the
+        // streak): it *asked* that many times; only those before the first refusal ran.
+        (_, toolbrake_core::streak::CODE) => match count.or(in_a_row) {
+            Some(n) if n > 1 => format!(
+                "It asked {n} times in a row to {}: the streak brake stopped it.",
+                infinitive(&did)
+            ),
+            _ => format!(
+                "It asked again and again to {}: the streak brake stopped it.",
+                infinitive(&did)
+            ),
+        },
         (v, toolbrake_core::budget::CODE) => format!(
             "The run reached its budget (its calls and the calls toolbrake stopped in it): {}.",
             if v == "ask" {
@@ -131,8 +137,19 @@ pub(super) fn reason(e: &Value, in_a_row: Option<u64>) -> Option<String> {
     })
 }
 
-fn how_often_plain(count: Option<u64>) -> String {
-    count.map_or_else(|| "again and again".into(), times)
+/// "ran `ls`" as "run `ls`": the words of [`action`] after "to".
+fn infinitive(did: &str) -> String {
+    for (past, present) in [
+        ("ran ", "run "),
+        ("fetched ", "fetch "),
+        ("called ", "call "),
+        ("wrote ", "write "),
+    ] {
+        if let Some(rest) = did.strip_prefix(past) {
+            return format!("{present}{rest}");
+        }
+    }
+    format!("repeat what it did ({did})")
 }
 
 /// What a session kept doing, one sentence per fingerprint that came near its gate
@@ -239,7 +256,7 @@ mod tests {
         let e = json!({"verdict": "deny", "code": "LOOP_BRAKE", "preview": "exact:Bash:{\"command\":\"ls\"}"});
         assert_eq!(
             reason(&e, Some(6)).unwrap(),
-            "It ran `ls` 6 times in a row: the streak brake stopped it."
+            "It asked 6 times in a row to run `ls`: the streak brake stopped it."
         );
         assert_eq!(reason(&json!({"verdict": "allow"}), None), None);
         let e = json!({"verdict": "deny", "code": "RUN_BUDGET", "preview": "exact:Bash:{}"});
