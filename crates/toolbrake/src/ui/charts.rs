@@ -250,6 +250,7 @@ mod tests {
     fn a_strip_draws_each_call_by_verdict_outcome_edit_and_what_it_returned() {
         let marks = [
             Mark {
+                approved: false,
                 verdict: "allow",
                 outcome: Some("failed"),
                 edit: false,
@@ -257,6 +258,7 @@ mod tests {
                 title: "1".into(),
             },
             Mark {
+                approved: false,
                 verdict: "deny",
                 outcome: None,
                 edit: false,
@@ -264,6 +266,7 @@ mod tests {
                 title: "2".into(),
             },
             Mark {
+                approved: false,
                 verdict: "allow",
                 outcome: Some("ok"),
                 edit: true,
