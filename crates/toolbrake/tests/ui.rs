@@ -403,7 +403,7 @@ async fn the_pages_say_what_ran_and_what_was_asked() {
                 .post(
                     "asked",
                     &id,
-                    &toolbrake_core::Outcome::success(&format!("page {i}")),
+                    &toolbrake_core::Outcome::success(format!("page {i}")),
                 )
                 .unwrap();
         }
