@@ -3,7 +3,10 @@
 //! calibration runs), and the same procedure with the rank one too low breaks it.
 
 use proptest::prelude::*;
+use toolbrake_core::budget::{BudgetConfig, MAX_LINE};
 use toolbrake_protocol::calibrate::{line, line_at_rank, rank, rung_score, Share};
+use toolbrake_protocol::tune::calibration::{calibrate, RunLabels};
+use toolbrake_protocol::tune::Tuning;
 
 /// A small deterministic generator (xorshift64*): each case's runs follow from its seed.
 struct Rng(u64);
@@ -129,4 +132,68 @@ fn too_few_good_runs_promise_nothing() {
         "18 good runs to calibrate on; the promise needs at least 19 (1 more)"
     );
     assert!(line(&[1u32; 19], alpha).is_ok());
+}
+
+/// A judged history of `n` runs of `calls` calls each, none stopped, under the ladder.
+fn judged(n: usize, calls: u32) -> (Tuning, usize) {
+    use toolbrake_protocol::tune::{calibration_ladder, Figures, RunFigures};
+    let (settings, base_at) = calibration_ladder(&toolbrake_core::config::Config::default());
+    let rungs = settings.len();
+    let run = RunFigures {
+        calls,
+        stopped: 0,
+        harmful: 0,
+    };
+    let tuning = Tuning {
+        figures: vec![Figures::default(); rungs],
+        frontier: vec![false; rungs],
+        settings,
+        recommended: None,
+        max_harmful: Share::new(1, 50).unwrap(),
+        runs: vec![vec![run; n]; rungs],
+        run_names: (0..n).map(|i| format!("run{i}")).collect(),
+        base_error: None,
+        events: 0,
+        calls: u64::from(calls) * n as u64,
+        base_source: String::new(),
+    };
+    (tuning, base_at)
+}
+
+#[test]
+fn a_run_level_line_above_the_largest_accepted_is_never_printed_or_written() {
+    let alpha = Share::parse("5%").unwrap();
+    let labels = RunLabels::default();
+    // 39 good runs of 1,000,050 calls each: the calibrated line is 1,000,050, which
+    // `[budget] line` does not accept (1 to 1,000,000).
+    let (tuning, base_at) = judged(39, 1_000_050);
+    let p = calibrate(&tuning, base_at, &labels, alpha, true).unwrap();
+    assert!(
+        p.edit(&tuning).get("budget").is_none(),
+        "{}",
+        p.edit(&tuning)
+    );
+    assert!(!p.toml(&tuning).contains("[budget]"), "{}", p.toml(&tuning));
+    let json = p.json(&tuning);
+    assert!(json["run_line"].is_null(), "{json}");
+    assert_eq!(json["run_line_refused"]["line"], 1_000_050, "{json}");
+    assert_eq!(json["run_line_refused"]["max"], MAX_LINE, "{json}");
+    let text = p.text(&tuning);
+    assert!(
+        text.contains("No run-level line: calibrated at α = 2.5% (k = 39 of 39), it would be 1000050, above the largest `[budget] line` toolbrake accepts (1000000)."),
+        "{text}"
+    );
+    assert!(!text.contains("or cross the run-level line"), "{text}");
+    assert!(!text.contains("line = 1000050"), "{text}");
+
+    // A line within the range is offered, and what is written loads.
+    let (tuning, base_at) = judged(39, 1_000_000);
+    let p = calibrate(&tuning, base_at, &labels, alpha, true).unwrap();
+    let budget = p.edit(&tuning)["budget"].clone();
+    assert_eq!(budget["line"], 1_000_000, "{budget}");
+    assert_eq!(
+        BudgetConfig::from_value(Some(&budget)).unwrap().line(),
+        Some(MAX_LINE)
+    );
+    assert!(p.toml(&tuning).contains("line = 1000000"));
 }

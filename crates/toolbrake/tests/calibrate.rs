@@ -27,7 +27,7 @@ fn bin(dir: &Path) -> Command {
 /// `plain` runs of three different calls (nothing to stop), and one run that calls the
 /// same search three times, getting the same answer twice and then a new one: the streak
 /// brake stops its third call under the defaults, and that stop is harmful.
-fn history(plain: usize) -> String {
+fn history_text(plain: usize) -> String {
     let mut h = String::new();
     for r in 0..plain {
         for c in 0..3 {
@@ -49,7 +49,7 @@ fn history(plain: usize) -> String {
 
 fn calibrate(dir: &Path, plain: usize, extra: &[&str]) -> Output {
     let path = dir.join("history.jsonl");
-    std::fs::write(&path, history(plain)).unwrap();
+    std::fs::write(&path, history_text(plain)).unwrap();
     bin(dir)
         .args(["tune", "--calibrate"])
         .args(extra)
@@ -243,4 +243,79 @@ fn the_run_level_line_is_calibrated_written_and_enforced_by_the_hook() {
         "{}",
         stderr(&check)
     );
+}
+
+/// A Claude Code transcript with no tool call: a question and a text answer.
+fn chat_only(session: &str) -> String {
+    format!(
+        "{{\"type\":\"user\",\"sessionId\":\"{session}\",\"message\":{{\"role\":\"user\",\"content\":\"what does this error mean?\"}}}}\n\
+         {{\"type\":\"assistant\",\"sessionId\":\"{session}\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"It means the file is missing.\"}}]}}}}\n"
+    )
+}
+
+/// A Claude Code transcript that reads three different files.
+fn reading_run(session: &str) -> String {
+    let mut t = String::new();
+    for c in 0..3 {
+        t.push_str(&format!(
+            "{{\"type\":\"assistant\",\"sessionId\":\"{session}\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"{session}-{c}\",\"name\":\"Read\",\"input\":{{\"file_path\":\"src/f{c}.rs\"}}}}]}}}}\n\
+             {{\"type\":\"user\",\"sessionId\":\"{session}\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"{session}-{c}\",\"content\":\"fn f{c}() {{}}\"}}]}}}}\n"
+        ));
+    }
+    t
+}
+
+#[test]
+fn runs_without_a_tool_call_are_left_out_and_said_so() {
+    let dir = tmpdir("calibrate", "chat-only");
+    // 39 chat-only transcripts and one run that called tools, as ~/.claude/projects holds.
+    let path = dir.join("transcripts.jsonl");
+    let mut text: String = (0..39).map(|i| chat_only(&format!("chat{i}"))).collect();
+    text.push_str(&reading_run("real"));
+    std::fs::write(&path, text).unwrap();
+    let out = bin(&dir)
+        .args(["tune", "--calibrate", "--from", "claude-code"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    // One run with calls is not 19: no promise, and the 39 are named as left out.
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot promise anything yet: 1 good run to calibrate on; the promise needs at least 19 (18 more); 39 runs without a tool call were left out (a run that called no tool is no evidence either way)."),
+        "{err}"
+    );
+
+    // Beside 19 good runs with calls, they change nothing but are counted as left out.
+    let history = dir.join("history.jsonl");
+    let mut h = history_text(19);
+    for i in 0..5 {
+        h.push_str(&format!(
+            "{{\"event\":\"user\",\"session\":\"chat{i}\"}}\n{{\"event\":\"end\",\"session\":\"chat{i}\"}}\n"
+        ));
+    }
+    std::fs::write(&history, h).unwrap();
+    let out = bin(&dir)
+        .args(["tune", "--calibrate", "--json"])
+        .arg(&history)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["left_out_without_calls"], 5, "{v}");
+    assert_eq!(v["good_runs"], 19, "{v}");
+    assert_eq!(v["k"], 19, "{v}");
+    let out = bin(&dir)
+        .args(["tune", "--calibrate"])
+        .arg(&history)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("25 runs (60 calls); 5 without a tool call left out (no evidence either way); of the other 20, 19 good:"),
+        "{text}"
+    );
+    assert!(text.contains("runs like your 19 past good ones"), "{text}");
 }

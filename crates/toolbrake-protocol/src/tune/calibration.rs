@@ -5,7 +5,10 @@
 //!
 //! Good runs: a run a person marked mistaken (`toolbrake feedback`) is good, one marked
 //! stuck is not; otherwise the resolved label where the history has one (`--labels`),
-//! otherwise a run that ended without a stop under the base configuration.
+//! otherwise a run that ended without a stop under the base configuration. A run that made
+//! no tool call (a chat-only transcript) is left out: no setting could have stopped
+//! anything in it, so it is evidence neither way, and counting it as good would make a
+//! promise out of runs that tested nothing.
 
 use super::{RunFigures, Setting, Tuning};
 use crate::calibrate::{self, is_good, rung_score, Line, Share, TooFew};
@@ -13,6 +16,7 @@ use crate::report::Map;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::BufRead;
+use toolbrake_core::budget::MAX_LINE;
 use toolbrake_core::Feedback;
 
 /// What the history says of each run besides its calls.
@@ -75,8 +79,10 @@ impl RunLabels {
 pub struct GoodRuns {
     /// Good runs in all.
     pub good: u64,
-    /// Runs in all.
+    /// Runs in all, those without a tool call included.
     pub runs: u64,
+    /// Runs that made no tool call: left out (neither good nor bad).
+    pub without_calls: u64,
     /// Good by a resolved label.
     pub by_label: u64,
     /// Good because they ended without a stop (no label).
@@ -94,6 +100,15 @@ pub struct RunLine {
     pub line: Line<u64>,
     /// Its share of the promise.
     pub alpha: Share,
+}
+
+impl RunLine {
+    /// Whether `[budget] line` can hold it (1 to [`MAX_LINE`]). A line above that is not
+    /// clamped: a lower line than the calibrated one would stop good runs the promise
+    /// says it would not, so no line is offered instead.
+    pub fn fits(&self) -> bool {
+        (1..=u64::from(MAX_LINE)).contains(&self.line.value)
+    }
 }
 
 /// What calibration promises, and the setting that keeps the promise.
@@ -118,9 +133,14 @@ pub struct Promise {
 /// Why no promise can be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CalibrateError {
-    /// Too few good runs.
-    #[error("cannot promise anything yet: {0}. Record more runs (or mark runs with `toolbrake feedback SESSION --mistaken`) and calibrate again")]
-    TooFew(TooFew),
+    /// Too few good runs (`without_calls`: runs left out because they made no tool call).
+    #[error("cannot promise anything yet: {too_few}{}. Record more runs (or mark runs with `toolbrake feedback SESSION --mistaken`) and calibrate again", left_out(*.without_calls))]
+    TooFew {
+        /// How many good runs there are and how many the promise needs.
+        too_few: TooFew,
+        /// Runs without a tool call, left out.
+        without_calls: u64,
+    },
     /// Even the loosest rung harms more good runs than α allows.
     #[error("no setting of the ladder keeps the promise: even the loosest harms {harmed} of your {good} good runs, more than {alpha} allows")]
     NoRung {
@@ -131,6 +151,15 @@ pub enum CalibrateError {
         /// α.
         alpha: Share,
     },
+}
+
+/// The clause saying how many runs without a tool call were left out (none: nothing).
+fn left_out(without_calls: u64) -> String {
+    match without_calls {
+        0 => String::new(),
+        1 => "; 1 run without a tool call was left out (a run that called no tool is no evidence either way)".into(),
+        n => format!("; {n} runs without a tool call were left out (a run that called no tool is no evidence either way)"),
+    }
 }
 
 /// Calibrates on every run of `tuning` (judged under the ladder, `base_at` the base's
@@ -152,7 +181,12 @@ pub fn calibrate(
     for (i, name) in tuning.run_names.iter().enumerate() {
         let feedback = labels.feedback.get(name).copied();
         let resolved = labels.resolved.get(name).copied();
-        let stopped = tuning.runs[base_at][i].stopped > 0;
+        let run = &tuning.runs[base_at][i];
+        if run.calls == 0 {
+            good.without_calls += 1;
+            continue;
+        }
+        let stopped = run.stopped > 0;
         match feedback {
             Some(Feedback::Mistaken) => good.mistaken += 1,
             Some(Feedback::Stuck) => good.stuck += 1,
@@ -173,7 +207,11 @@ pub fn calibrate(
         .iter()
         .map(|&i| rung_score((0..rungs).map(|j| u64::from(tuning.runs[j][i].harmful))))
         .collect();
-    let line = calibrate::line(&scores, setting_alpha).map_err(CalibrateError::TooFew)?;
+    let too_few = |too_few| CalibrateError::TooFew {
+        too_few,
+        without_calls: good.without_calls,
+    };
+    let line = calibrate::line(&scores, setting_alpha).map_err(too_few)?;
     if line.value >= rungs {
         return Err(CalibrateError::NoRung {
             harmed: members
@@ -195,7 +233,7 @@ pub fn calibrate(
             .iter()
             .map(|&i| run_score(&tuning.runs[rung][i]))
             .collect();
-        let line = calibrate::line(&scores, alpha).map_err(CalibrateError::TooFew)?;
+        let line = calibrate::line(&scores, alpha).map_err(too_few)?;
         Some(RunLine { line, alpha })
     } else {
         None
@@ -218,15 +256,26 @@ pub fn run_score(r: &RunFigures) -> u64 {
 }
 
 impl Promise {
+    /// The run-level line to offer: the calibrated one when `[budget] line` can hold it.
+    pub fn offered_line(&self) -> Option<&RunLine> {
+        self.run_line.as_ref().filter(|r| r.fits())
+    }
+
+    /// The calibrated run-level line that was not offered: above [`MAX_LINE`].
+    pub fn refused_line(&self) -> Option<&RunLine> {
+        self.run_line.as_ref().filter(|r| !r.fits())
+    }
+
     /// The chosen setting.
     pub fn setting<'a>(&self, tuning: &'a Tuning) -> &'a Setting {
         &tuning.settings[self.rung]
     }
 
-    /// The changes to write: the setting's, and the run-level line's `[budget]` table.
+    /// The changes to write: the setting's, and the run-level line's `[budget]` table (only
+    /// a line `[budget] line` accepts: a written file always loads).
     pub fn edit(&self, tuning: &Tuning) -> Value {
         let mut doc = self.setting(tuning).edit();
-        if let (Some(r), Value::Object(map)) = (&self.run_line, &mut doc) {
+        if let (Some(r), Value::Object(map)) = (self.offered_line(), &mut doc) {
             map.insert(
                 "budget".into(),
                 json!({"enabled": true, "line": r.line.value}),
@@ -252,15 +301,28 @@ impl Promise {
         let f = &tuning.figures[self.rung];
         let _ = writeln!(
             o,
-            "toolbrake tune --calibrate: {} runs ({} calls), {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
-            g.runs, tuning.calls, g.good, g.by_label, g.by_no_stop, g.mistaken, g.stuck
+            "toolbrake tune --calibrate: {} runs ({} calls){}, {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
+            g.runs,
+            tuning.calls,
+            match g.without_calls {
+                0 => String::new(),
+                n => format!(
+                    "; {n} without a tool call left out (no evidence either way); of the other {}",
+                    g.runs - n
+                ),
+            },
+            g.good,
+            g.by_label,
+            g.by_no_stop,
+            g.mistaken,
+            g.stuck
         );
         let _ = writeln!(
             o,
             "\nPromise: no more than {} runs like your {} past good ones would get a call stopped that would have brought something new{}.",
             self.alpha.in_words(),
             g.good,
-            if self.run_line.is_some() {
+            if self.offered_line().is_some() {
                 ", or cross the run-level line"
             } else {
                 ""
@@ -293,7 +355,14 @@ impl Promise {
             crate::report::share_text(f.stopped, f.calls),
             f.bytes_saved
         );
-        if let Some(r) = &self.run_line {
+        if let Some(r) = self.refused_line() {
+            let _ = writeln!(
+                o,
+                "No run-level line: calibrated at α = {} (k = {} of {}), it would be {}, above the largest `[budget] line` toolbrake accepts ({MAX_LINE}). A lower line would stop good runs the promise counts on, so none is offered and `[budget]` is left as it is; the setting alone keeps the promise (calibrated at {}).",
+                r.alpha, r.line.k, r.line.n, r.line.value, self.setting_alpha
+            );
+        }
+        if let Some(r) = self.offered_line() {
             let past: u64 = tuning.runs[self.rung]
                 .iter()
                 .filter(|x| run_score(x) > r.line.value)
@@ -304,7 +373,7 @@ impl Promise {
                 r.line.value, r.alpha, r.line.k, r.line.n, past, g.runs
             );
         }
-        if s.changes.is_empty() && self.run_line.is_none() {
+        if s.changes.is_empty() && self.offered_line().is_none() {
             let _ = writeln!(
                 o,
                 "\nYour configuration keeps the promise: nothing to change."
@@ -327,6 +396,7 @@ impl Promise {
             "setting_alpha": self.setting_alpha.to_string(),
             "good_runs": self.good.good,
             "runs": self.good.runs,
+            "left_out_without_calls": self.good.without_calls,
             "good_by_label": self.good.by_label,
             "good_by_no_stop": self.good.by_no_stop,
             "marked_mistaken": self.good.mistaken,
@@ -340,7 +410,8 @@ impl Promise {
             "stopped": f.stopped,
             "calls": f.calls,
             "bytes_saved": f.bytes_saved,
-            "run_line": self.run_line.map(|r| json!({"line": r.line.value, "k": r.line.k, "alpha": r.alpha.to_string()})),
+            "run_line": self.offered_line().map(|r| json!({"line": r.line.value, "k": r.line.k, "alpha": r.alpha.to_string()})),
+            "run_line_refused": self.refused_line().map(|r| json!({"line": r.line.value, "k": r.line.k, "alpha": r.alpha.to_string(), "max": MAX_LINE, "why": "above the largest [budget] line"})),
             "changes": self.edit(tuning),
             "toml": self.toml(tuning),
         })

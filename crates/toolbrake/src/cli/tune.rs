@@ -173,6 +173,14 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
                 "toolbrake: merged the calibrated setting into {}",
                 path.display()
             );
+            if let Some(r) = promise.refused_line() {
+                warn!(
+                    "toolbrake: [budget] left as it is in {}: the calibrated run-level line {} is above the largest `[budget] line` ({})",
+                    path.display(),
+                    r.line.value,
+                    toolbrake_core::budget::MAX_LINE
+                );
+            }
         }
         io::stdout().flush()?;
         return Ok(ExitCode::SUCCESS);
