@@ -11,7 +11,7 @@
 //! user's file unless it trusts the project.
 
 mod trust;
-pub use trust::{Ignored, Origin, USER_ONLY};
+pub use trust::{Disabled, Ignored, Origin, USER_ONLY};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -94,6 +94,20 @@ pub struct Settings {
     pub origin: Option<Origin>,
     /// What a project's file set that only the user may, and was left out.
     pub ignored: Option<Ignored>,
+    /// The engines a project's file turned off.
+    pub disabled: Option<Disabled>,
+}
+
+impl Settings {
+    /// What a person should be told once about a project's file: what it set that was left
+    /// out, and the engines it turned off (empty for the user's own configuration).
+    pub fn notices(&self) -> Vec<String> {
+        self.ignored
+            .iter()
+            .map(Ignored::message)
+            .chain(self.disabled.iter().map(Disabled::message))
+            .collect()
+    }
 }
 
 /// Why the configuration could not be loaded.
@@ -346,18 +360,24 @@ fn load_user(env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded, LoadError> 
     }
 }
 
+/// What loading a file found: the configuration, what a project's file set that was left
+/// out, and the engines it turned off.
+type Found = (Loaded, Option<Ignored>, Option<Disabled>);
+
 /// Loads the file found by the lookup, confining a project's file to what it may set.
 fn load_found(
     path: &Path,
     origin: Origin,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Loaded, Option<Ignored>), LoadError> {
+) -> Result<Found, LoadError> {
     if origin != Origin::Project {
-        return load_file(path, env).map(|l| (l, None));
+        return load_file(path, env).map(|l| (l, None, None));
     }
     let (project, table) = load_file_table(path, env)?;
     let user = load_user(env)?;
-    Ok(trust::confine(path, &table, project, &user, env))
+    let disabled = Disabled::of(path, &table);
+    let (loaded, ignored) = trust::confine(path, &table, project, &user, env);
+    Ok((loaded, ignored, disabled))
 }
 
 /// Loads the configuration by the lookup order, from this process's environment.
@@ -372,10 +392,10 @@ pub fn load_with(
     env: &dyn Fn(&str) -> Option<String>,
     cwd: &Path,
 ) -> Result<Settings, LoadError> {
-    let (loaded, ignored, source, origin) = match locate_origin(explicit, env, cwd) {
+    let (loaded, ignored, disabled, source, origin) = match locate_origin(explicit, env, cwd) {
         Some((path, origin)) => {
-            let (loaded, ignored) = load_found(&path, origin, env)?;
-            (loaded, ignored, Source::File(path), Some(origin))
+            let (loaded, ignored, disabled) = load_found(&path, origin, env)?;
+            (loaded, ignored, disabled, Source::File(path), Some(origin))
         }
         None => (
             parse("", env).map_err(|error| LoadError::Invalid {
@@ -383,6 +403,7 @@ pub fn load_with(
                 line: None,
                 error,
             })?,
+            None,
             None,
             Source::Defaults,
             None,
@@ -398,6 +419,7 @@ pub fn load_with(
         source,
         origin,
         ignored,
+        disabled,
     })
 }
 
@@ -669,7 +691,7 @@ impl Watcher {
         }
         self.stamp = now;
         let loaded = match load_found(&self.path, self.origin, &process_env) {
-            Ok((l, _)) => l,
+            Ok((l, _, _)) => l,
             Err(e) => {
                 return Reload::Rejected(format!(
                     "toolbrake: {e}; keeping the previous configuration"

@@ -184,3 +184,99 @@ fn a_project_the_user_trusts_may_place_its_state() {
         "{err}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_project_that_turns_the_engines_off_is_said_once_per_session() {
+    let dir = tmpdir("trust", "disabled");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let project = dir.join("repo");
+    std::fs::create_dir_all(&project).unwrap();
+    let file = project.join("toolbrake.toml");
+    std::fs::write(
+        &file,
+        "[streak]\nenabled = false\n\n[breaker]\nenabled = false\n",
+    )
+    .unwrap();
+    let told = format!(
+        "toolbrake: this project's own file {} turns off both engines, the streak brake and the breaker (`[streak] enabled = false`, `[breaker] enabled = false`), so tool calls in this project are not checked for loops. Remove those lines to turn them back on, or set $TOOLBRAKE_CONFIG to your own file to use your settings here.",
+        file.display()
+    );
+    let (first, _) = hook_in(&home, &project, &pre("s1", "t1"));
+    assert_eq!(
+        first["systemMessage"].as_str(),
+        Some(told.as_str()),
+        "{first}"
+    );
+    // Once per session: the next call is not told again; another session is.
+    let (second, _) = hook_in(&home, &project, &pre("s1", "t2"));
+    assert!(second.get("systemMessage").is_none(), "{second}");
+    let (other, _) = hook_in(&home, &project, &pre("s2", "t1"));
+    assert_eq!(
+        other["systemMessage"].as_str(),
+        Some(told.as_str()),
+        "{other}"
+    );
+    // The hook log and `config check` say it too.
+    let log = std::fs::read_to_string(home.join(".local/state/toolbrake/hook.log")).unwrap();
+    assert!(log.contains(&told), "{log}");
+    let out = as_user(&home, &project)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("# {told}")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // One engine off is named alone.
+    std::fs::write(&file, "[streak]\nenabled = false\n").unwrap();
+    let (first, _) = hook_in(&home, &project, &pre("s3", "t1"));
+    let said = first["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("turns off the streak brake (`[streak] enabled = false`), so it does not check tool calls in this project. Remove that line to turn it back on"),
+        "{first}"
+    );
+    // A project's file that leaves them on says nothing.
+    std::fs::write(&file, "[streak]\nmax_repeats = 4\n").unwrap();
+    let (first, _) = hook_in(&home, &project, &pre("s4", "t1"));
+    assert!(first.get("systemMessage").is_none(), "{first}");
+}
+
+#[test]
+fn trust_errors_name_the_key_the_value_and_the_rule_in_one_sentence() {
+    let dir = tmpdir("trust", "errors");
+    let home = dir.join("home");
+    let user_dir = home.join("xdg/toolbrake");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    for (text, said) in [
+        (
+            "[trust]\nprojects = [\"~/ok\", \"relative\"]\n",
+            "line 2: `trust.projects = [\"~/ok\", \"relative\"]` is not valid: it must list folders, each by its absolute path or a path under ~/; \"relative\" is neither.",
+        ),
+        (
+            "[trust]\nprojects = [3]\n",
+            "line 2: `trust.projects = [3]` is not valid: it must list folders, each by its absolute path or a path under ~/; 3 is neither.",
+        ),
+        (
+            "[trust]\nprojects = \"/src\"\n",
+            "line 2: `trust.projects = \"/src\"` is not valid: it must be a list of folders.",
+        ),
+        (
+            "trust = 1\n",
+            "line 1: `trust = 1` is not valid: it must be a table.",
+        ),
+    ] {
+        std::fs::write(user_dir.join("config.toml"), text).unwrap();
+        let out = as_user(&home, &home)
+            .args(["config", "check"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said), "{text}: {err}");
+    }
+}

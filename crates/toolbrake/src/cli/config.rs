@@ -9,8 +9,8 @@ use toolbrake_config::ConfigToml;
 pub fn check(path: Option<&Path>) -> Result<ExitCode, CliError> {
     let s = settings::load(path)?;
     outln!("# ok: configuration from {}", s.source);
-    if let Some(ignored) = &s.ignored {
-        outln!("# {}", ignored.message());
+    for notice in s.notices() {
+        outln!("# {notice}");
     }
     out!("{}", s.engine.to_toml());
     outln!(

@@ -60,13 +60,16 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         Ok(_) => None,
     };
     let loaded = settings::load(config);
-    let (engine, store_settings, telemetry, ignored, cfg_error) = match loaded {
-        Ok(s) => (Engine::new(s.engine), s.store, s.telemetry, s.ignored, None),
+    let (engine, store_settings, telemetry, notices, cfg_error) = match loaded {
+        Ok(s) => {
+            let notices = s.notices();
+            (Engine::new(s.engine), s.store, s.telemetry, notices, None)
+        }
         Err(e) => (
             Engine::default(),
             settings::store_settings_of_broken(config),
             TelemetrySettings::default(),
-            None,
+            Vec::new(),
             Some(e),
         ),
     };
@@ -76,15 +79,15 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
         .map(|d| d.join("hook.log"))
         .unwrap_or_else(|| PathBuf::from("hook.log"));
     // What the user is told once per session: the configuration is broken, or a project's
-    // file set what only the user may.
+    // file set what only the user may, or turned an engine off.
     let broken = cfg_error.is_some();
     let notice = match &cfg_error {
         Some(e) => Some((
             e.to_string(),
             config_message(&e.to_string(), store_settings.fail_closed),
         )),
-        None => ignored.map(|i| {
-            let m = i.message();
+        None => (!notices.is_empty()).then(|| {
+            let m = notices.join(" ");
             (m.clone(), m)
         }),
     };

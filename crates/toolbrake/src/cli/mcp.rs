@@ -148,8 +148,8 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     } else {
         None
     };
-    if let Some(ignored) = &s.ignored {
-        telemetry.warn(&ignored.message());
+    for notice in s.notices() {
+        telemetry.warn(&notice);
     }
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     // The store's counters are read by the metrics endpoint, or by others sharing the

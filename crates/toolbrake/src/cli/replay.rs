@@ -306,8 +306,8 @@ pub fn serve(
 ) -> Result<ExitCode, CliError> {
     let telemetry = super::operate::Telemetry::new(operate)?;
     let s = settings::load(config)?;
-    if let Some(ignored) = &s.ignored {
-        telemetry.warn(&ignored.message());
+    for notice in s.notices() {
+        telemetry.warn(&notice);
     }
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     let traces = telemetry.traces(&s.telemetry, "serve");

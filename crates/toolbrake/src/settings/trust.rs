@@ -55,6 +55,72 @@ impl Ignored {
     }
 }
 
+/// The engines a project's own file turned off (`enabled = false` in `[streak]` or
+/// `[breaker]`). A project may tune detection, loosening included (it knows its own tools:
+/// a repository whose tests poll on purpose), so this is allowed; but the brake the user
+/// installed is then off in that project, and a person must be able to see that, once per
+/// session, as for [`Ignored`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disabled {
+    /// The project's file.
+    pub file: PathBuf,
+    /// The tables that turned their engine off, in this order: `streak`, `breaker`.
+    pub tables: Vec<&'static str>,
+}
+
+impl Disabled {
+    /// What the project's `table` (read from `file`) turned off, when it turned one off.
+    pub fn of(file: &Path, table: &toml::Table) -> Option<Disabled> {
+        let tables: Vec<&'static str> = ["streak", "breaker"]
+            .into_iter()
+            .filter(|t| {
+                table
+                    .get(*t)
+                    .and_then(|v| v.get("enabled"))
+                    .and_then(toml::Value::as_bool)
+                    == Some(false)
+            })
+            .collect();
+        (!tables.is_empty()).then(|| Disabled {
+            file: file.to_path_buf(),
+            tables,
+        })
+    }
+
+    /// The line a user reads, once.
+    pub fn message(&self) -> String {
+        let keys = self
+            .tables
+            .iter()
+            .map(|t| format!("`[{t}] enabled = false`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (what, effect, lines) = match self.tables.as_slice() {
+            ["streak"] => (
+                "the streak brake",
+                "it does not check tool calls in this project",
+                "that line to turn it",
+            ),
+            ["breaker"] => (
+                "the breaker",
+                "it does not check tool calls in this project",
+                "that line to turn it",
+            ),
+            _ => (
+                "both engines, the streak brake and the breaker",
+                "tool calls in this project are not checked for loops",
+                "those lines to turn them",
+            ),
+        };
+        format!(
+            "toolbrake: this project's own file {} turns off {what} ({keys}), so {effect}. \
+             Remove {lines} back on, or set $TOOLBRAKE_CONFIG to your own file to \
+             use your settings here.",
+            self.file.display(),
+        )
+    }
+}
+
 /// Reads `[trust]`: `projects`, a list of folders (absolute, or `~/…`).
 pub fn trust_table(v: Option<&toml::Value>) -> Result<Vec<PathBuf>, ConfigError> {
     let Some(v) = v else { return Ok(Vec::new()) };
@@ -85,7 +151,10 @@ pub fn trust_table(v: Option<&toml::Value>) -> Result<Vec<PathBuf>, ConfigError>
                     return Err(err(
                         k,
                         val,
-                        "each entry must be a folder's absolute path or one under ~/",
+                        &format!(
+                            "must list folders, each by its absolute path or a path under ~/; {} is neither",
+                            show(item)
+                        ),
                     ))
                 }
             }
