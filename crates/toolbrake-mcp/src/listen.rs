@@ -17,8 +17,11 @@
 //! At the boundary: with a token every request needs `Authorization: Bearer`, and an
 //! `Origin` header must name this host or a loopback one; listening beyond loopback without
 //! one is refused by the caller at start, and without one a request must name a loopback
-//! `Host` and, if it sends an `Origin`, a loopback one
-//! ([`toolbrake_http::rebinding_refusal`], the MCP specification's DNS-rebinding defence).
+//! `Host` ([`toolbrake_http::rebinding_refusal`], the MCP specification's DNS-rebinding
+//! defence) and, if it sends an `Origin`, the listener's own, as the dashboard requires (a
+//! page of another local server is refused). Every `POST` must be `application/json`: the
+//! types a page may send without a CORS preflight (`text/plain`, forms) are refused (415),
+//! and no preflight is approved.
 //! Connections get [`toolbrake_http::serve_http`]'s header timeout and cap.
 //!
 //! Session lifetime: a session ends when its client deletes it, when its relay stops (its
@@ -191,11 +194,36 @@ fn new_session_id() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether `origin` is this listener's own, as the request names it in `Host`.
+fn own_origin(headers: &HeaderMap, origin: &str) -> bool {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    ["http://", "https://"]
+        .iter()
+        .any(|scheme| origin.strip_prefix(scheme) == Some(host))
+}
+
 /// Token and Origin checks; `None` when the request may proceed.
 fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     let Some(expected) = &shared.listen.token else {
-        // No token: only pages of a loopback origin, on a loopback name (no DNS rebinding).
-        return rebinding_refusal(headers).map(|why| error(StatusCode::FORBIDDEN, -32001, why));
+        // No token: a loopback name (no DNS rebinding), and no page but the listener's own
+        // origin, as the dashboard does: a page of another loopback origin (another local
+        // server's) is refused too, whatever it sends.
+        if let Some(why) = rebinding_refusal(headers) {
+            return Some(error(StatusCode::FORBIDDEN, -32001, why));
+        }
+        let origin = headers
+            .get(header::ORIGIN)
+            .map(|v| v.to_str().unwrap_or(""));
+        return origin.filter(|o| !own_origin(headers, o)).map(|_| {
+            error(
+                StatusCode::FORBIDDEN,
+                -32001,
+                "without a token this listener answers no web page but its own origin (the request's Origin is another one); start it with --token to serve other pages",
+            )
+        });
     };
     let given = headers
         .get(header::AUTHORIZATION)
@@ -597,6 +625,17 @@ fn ended() -> Response {
     error(ENDED.0, ENDED.1, ENDED.2)
 }
 
+/// Whether the request's body is declared `application/json` (parameters allowed), as
+/// Streamable HTTP requires. A web page can send another type (`text/plain`, a form)
+/// without asking the browser's CORS preflight first; `application/json` it cannot.
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
 async fn on_post(
     State(shared): State<Arc<Shared>>,
     peer: Peer,
@@ -605,6 +644,13 @@ async fn on_post(
 ) -> Response {
     if let Some(r) = refuse(&shared, &headers) {
         return r;
+    }
+    if !json_body(&headers) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32600,
+            "send each message as Content-Type: application/json",
+        );
     }
     let msg: Value =
         match serde_json::from_slice(&body) {

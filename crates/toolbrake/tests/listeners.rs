@@ -67,23 +67,114 @@ fn the_mcp_listener_without_a_token_refuses_a_dns_rebound_name() {
         &call(2),
     );
     assert_eq!(a.status, 403, "the tool must not run: {a:?}");
-    // Loopback names and origins work, the tool runs.
+    // Loopback names, with no Origin or the listener's own, work: the tool runs.
     for (n, (host, origin)) in [
         (l.host(), None),
-        (format!("localhost:{port}"), Some("http://localhost:3000")),
-        (format!("127.0.0.1:{port}"), Some("http://127.0.0.1:8080")),
+        (
+            format!("localhost:{port}"),
+            Some(format!("http://localhost:{port}")),
+        ),
+        (
+            format!("127.0.0.1:{port}"),
+            Some(format!("http://127.0.0.1:{port}")),
+        ),
     ]
     .into_iter()
     .enumerate()
     {
         let mut h = vec![("Mcp-Session-Id", sid.as_str())];
-        if let Some(o) = origin {
+        if let Some(o) = &origin {
             h.push(("Origin", o));
         }
         let a = post_mcp(&l, &host, &h, &call(3 + n as u64));
         assert_eq!(a.status, 200, "{host}: {a:?}");
         assert!(a.body.contains("done"), "{host}: {}", a.body);
     }
+}
+
+/// A web page on another local server (another loopback origin) can send a POST without
+/// a CORS preflight only as `text/plain` or a form: without a token, neither opens a
+/// session (the repro filled the per-client cap, 429, for 30 minutes), and a
+/// JSON one from that origin is refused too. The real client starts its session after.
+#[test]
+fn the_mcp_listener_without_a_token_refuses_pages_of_other_origins_and_bodies_that_are_not_json() {
+    let l = mcp("simple-requests", "ok", &["--max-sessions-per-client", "4"]);
+    let host = l.host();
+    let port = l.addr.port();
+    let other_origin = "http://127.0.0.1:8080".to_string();
+    let other_localhost = format!("http://localhost:{}", port.wrapping_add(1).max(1));
+    for content_type in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        // From a page of another loopback origin, and with no Origin at all.
+        for origin in [Some(other_origin.as_str()), None] {
+            let mut h = vec![("Content-Type", content_type)];
+            if let Some(o) = origin {
+                h.push(("Origin", o));
+            }
+            for _ in 0..3 {
+                let a = send(
+                    l.addr,
+                    &request("POST", "/mcp", Some(&host), &h, INITIALIZE),
+                );
+                assert!(
+                    a.status == 415 || a.status == 403,
+                    "{content_type} from {origin:?}: {a:?}"
+                );
+                assert!(a.header("mcp-session-id").is_none(), "{a:?}");
+            }
+        }
+        let a = send(
+            l.addr,
+            &request(
+                "POST",
+                "/mcp",
+                Some(&host),
+                &[("Content-Type", content_type)],
+                INITIALIZE,
+            ),
+        );
+        assert_eq!(a.status, 415, "{content_type}: {a:?}");
+        assert!(a.body.contains("application/json"), "{}", a.body);
+    }
+    // JSON, as a page of another loopback origin would send it after a preflight.
+    for origin in [other_origin.as_str(), other_localhost.as_str(), "null"] {
+        let a = post_mcp(&l, &host, &[("Origin", origin)], INITIALIZE);
+        assert_eq!(a.status, 403, "{origin}: {a:?}");
+        assert!(a.header("mcp-session-id").is_none(), "{a:?}");
+    }
+    // No preflight is approved for another origin.
+    let a = send(
+        l.addr,
+        &request(
+            "OPTIONS",
+            "/mcp",
+            Some(&host),
+            &[
+                ("Origin", other_origin.as_str()),
+                ("Access-Control-Request-Method", "POST"),
+                ("Access-Control-Request-Headers", "content-type"),
+            ],
+            "",
+        ),
+    );
+    assert!(a.header("access-control-allow-origin").is_none(), "{a:?}");
+    // The real client is not locked out: more sessions than its cap were attempted above,
+    // and it gets all four.
+    let sids: Vec<String> = (0..4).map(|_| mcp_session(&l)).collect();
+    // The listener's own page (no token) is answered: the tool runs.
+    let own = format!("http://{host}");
+    let a = post_mcp(
+        &l,
+        &host,
+        &[("Origin", &own), ("Mcp-Session-Id", &sids[3])],
+        &call(9),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.body.contains("done"), "{}", a.body);
 }
 
 #[test]
