@@ -34,6 +34,26 @@ impl Shared {
         self.tool_call(id, params, raw).await;
     }
 
+    /// A message from the client over [`crate::MAX_MESSAGE`], dropped as it was read: the
+    /// client gets a JSON-RPC error for it (its id read from the message's head or tail,
+    /// else `null`, as JSON-RPC says when the id cannot be read), nothing reaches the
+    /// server, and the relay goes on.
+    pub(crate) fn client_too_large(&self, len: usize, id: Option<Value>) {
+        let limit = crate::server::limit();
+        events::warn(
+            self.opts.events.as_ref(),
+            &format!(
+                "toolbrake mcp: a client message of {len} bytes is over the {limit} limit: not forwarded, answered with an error"
+            ),
+        );
+        self.send_client(&json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": {
+            "code": -32600,
+            "message": format!(
+                "toolbrake: this message is {len} bytes, over the MCP proxy's {limit} limit; it was not forwarded"
+            ),
+        }}));
+    }
+
     /// A message from the client: the method and id read first, without parsing the rest;
     /// a message that is neither a `tools/call` nor one of the few the proxy must look into
     /// is forwarded as read, never parsed further or written anew.

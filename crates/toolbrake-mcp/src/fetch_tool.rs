@@ -1,8 +1,9 @@
 //! The fetch tool: the proxy's own `web_fetch_file`, offered in the server's tool list,
 //! run here when judged allowed, and served alone when there is no server.
 
+use crate::frame::{Frame, Lines};
 use crate::wire::id_key;
-use crate::{read_message, run, Options, Pending, ProxyError, Shared};
+use crate::{run, Options, Pending, ProxyError, Shared};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -103,9 +104,11 @@ where
 /// answers pings, and refuses every other request as unknown.
 async fn no_tools_server(io: tokio::io::DuplexStream) {
     let (read, mut write) = tokio::io::split(io);
-    let mut r = BufReader::new(read);
-    let mut buf = Vec::new();
-    while let Ok(Some(line)) = read_message(&mut r, &mut buf).await {
+    let mut lines = Lines::new(BufReader::new(read));
+    while let Ok(Some(frame)) = lines.next().await {
+        let Frame::Line(line) = frame else {
+            continue;
+        };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };

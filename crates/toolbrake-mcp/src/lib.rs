@@ -37,6 +37,7 @@ mod ask;
 mod client;
 pub mod events;
 mod fetch_tool;
+mod frame;
 pub mod http;
 pub mod listen;
 pub mod messages;
@@ -50,13 +51,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::oneshot;
 use toolbrake_core::{Decision, Engine};
 use toolbrake_session::{Observer, Sessions};
 use toolbrake_store::Store;
 
 pub use fetch_tool::run_fetch_only;
+use frame::Frame;
 pub(crate) use wire::id_key;
 
 /// `_meta` keys that name a conversation, in order of preference (docs/decisions.md, "Hosts").
@@ -67,7 +69,9 @@ pub const SESSION_META_KEYS: &[&str] = &[
     "conversationId",
 ];
 
-/// The largest single message accepted from either side.
+/// The largest single message accepted from either side (its line end not counted). A
+/// longer one is dropped as it is read, never held whole: the client's gets a JSON-RPC
+/// error, the server's answer becomes an error for the request it answered.
 pub const MAX_MESSAGE: usize = 64 << 20;
 
 /// How the proxy judges calls.
@@ -292,36 +296,6 @@ impl Shared {
     }
 }
 
-/// Reads newline-delimited messages with a length bound.
-async fn read_message<R: AsyncRead + Unpin>(
-    r: &mut BufReader<R>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Option<String>> {
-    buf.clear();
-    let n = r.read_until(b'\n', buf).await?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.len() > MAX_MESSAGE {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "message too large",
-        ));
-    }
-    while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        buf.pop();
-    }
-    // Room for the newline the writer adds, so sending it on costs no second allocation.
-    let mut line = String::with_capacity(buf.len() + 1);
-    // Valid UTF-8 (nearly every message) is checked word by word; `from_utf8_lossy` alone
-    // walked it character by character, about a thousand instructions a message.
-    match std::str::from_utf8(buf) {
-        Ok(text) => line.push_str(text),
-        Err(_) => line.push_str(&String::from_utf8_lossy(buf)),
-    }
-    Ok(Some(line))
-}
-
 /// Runs the proxy between a client (`client_in` / `client_out`) and a server reached by
 /// `server_in` (what the server writes) and `server_out` (what it reads). Returns when
 /// the client closes its side (after the server's last answers) or with an error when the
@@ -360,15 +334,23 @@ where
     let client_writer = tokio::spawn(client_drain.run());
     let server_writer = tokio::spawn(server_drain.run());
 
-    // Client → server.
+    // Client → server. A message is read only while both directions have room (what the
+    // client sends goes to the server, refusals and errors back to it): a server that
+    // reads nothing, or a client that reads nothing, stops the reading here.
     let from_client = {
         let shared = shared.clone();
         tokio::spawn(async move {
-            let mut r = BufReader::new(client_in);
-            let mut buf = Vec::new();
+            let mut lines = frame::Lines::new(BufReader::new(client_in));
             loop {
-                let line = match read_message(&mut r, &mut buf).await {
-                    Ok(Some(l)) => l,
+                shared.to_server.room().await;
+                shared.to_client.room().await;
+                let line = match lines.next().await {
+                    Ok(Some(Frame::Line(l))) => l,
+                    Ok(Some(Frame::Overflowing)) => continue,
+                    Ok(Some(Frame::TooLarge { len, id })) => {
+                        shared.client_too_large(len, id);
+                        continue;
+                    }
                     Ok(None) => return Ok::<(), ProxyError>(()),
                     Err(e) => return Err(ProxyError::Client(e)),
                 };
@@ -380,15 +362,26 @@ where
         })
     };
 
-    // Server → client.
+    // Server → client. A message is read only while the client's direction has room: a
+    // client that reads nothing stops the reading here, and the server's writes block.
     let from_server = {
         let shared = shared.clone();
         tokio::spawn(async move {
-            let mut r = BufReader::new(server_in);
-            let mut buf = Vec::new();
+            let mut lines = frame::Lines::new(BufReader::new(server_in));
             loop {
-                let line = match read_message(&mut r, &mut buf).await {
-                    Ok(Some(l)) => l,
+                shared.to_client.room().await;
+                let line = match lines.next().await {
+                    Ok(Some(Frame::Line(l))) => l,
+                    Ok(Some(Frame::Overflowing)) => {
+                        shared.server_overflowing();
+                        continue;
+                    }
+                    Ok(Some(Frame::TooLarge { len, id })) => {
+                        match shared.server_too_large(len, id) {
+                            Ok(()) => continue,
+                            Err(failure) => return failure,
+                        }
+                    }
                     Ok(None) => return ServerFailure::Closed,
                     Err(e) => return ServerFailure::Unreadable(e),
                 };
@@ -513,24 +506,4 @@ where
         }
     };
     Ok(ChildRun { result, status })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_message_is_read_as_text_and_bytes_that_are_not_utf8_become_replacement_characters() {
-        let input: &[u8] = b"{\"a\":\"\xc3\xa9\"}\r\n{\"b\":\"\xff\"}\n\n{\"c\":1}";
-        let mut r = BufReader::new(input);
-        let mut buf = Vec::new();
-        let mut lines = Vec::new();
-        while let Some(line) = read_message(&mut r, &mut buf).await.unwrap() {
-            lines.push(line);
-        }
-        assert_eq!(
-            lines,
-            ["{\"a\":\"é\"}", "{\"b\":\"\u{FFFD}\"}", "", "{\"c\":1}"]
-        );
-    }
 }

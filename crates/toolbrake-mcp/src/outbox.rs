@@ -19,6 +19,11 @@
 //!   always one that will run.
 //! - After a write error, or once the writer task is gone, messages are dropped (as a
 //!   closed channel dropped them); the error ends the writer task.
+//! - The queue is bounded by its readers, not by `send`: a task reading what it will send
+//!   here awaits [`Sender::room`] before each read, which waits while more than
+//!   [`BOUND`] bytes are queued. A peer that reads nothing thus stops the relay reading
+//!   from the other side (backpressure, as a pipe gives), instead of the queue growing:
+//!   at most [`BOUND`] plus the messages of one read are held.
 
 use std::collections::VecDeque;
 use std::io;
@@ -30,11 +35,16 @@ use tokio::sync::Notify;
 
 type Stream = Pin<Box<dyn AsyncWrite + Send>>;
 
+/// Bytes queued in one direction past which [`Sender::room`] waits.
+pub const BOUND: usize = 1 << 20;
+
 /// One direction of the relay: messages to write, in order.
 struct Outbox {
     inner: Mutex<Inner>,
     /// Wakes the writer task when something was queued, or the outbox closed.
     queued: Notify,
+    /// Wakes [`Sender::room`] when the queue went under [`BOUND`] or the stream is gone.
+    room: Notify,
 }
 
 struct Inner {
@@ -44,6 +54,10 @@ struct Inner {
     queue: VecDeque<Vec<u8>>,
     /// Bytes of the front message already written.
     written: usize,
+    /// Bytes in `queue`.
+    bytes: usize,
+    /// [`Sender::room`] waits for `room` to be notified.
+    room_wanted: bool,
     /// Something was written and not yet flushed.
     unflushed: bool,
     /// No more messages will come.
@@ -59,11 +73,14 @@ pub fn outbox<W: AsyncWrite + Send + 'static>(out: W) -> (Sender, Drain) {
             out: Some(Box::pin(out)),
             queue: VecDeque::new(),
             written: 0,
+            bytes: 0,
+            room_wanted: false,
             unflushed: false,
             closed: false,
             failed: None,
         }),
         queued: Notify::new(),
+        room: Notify::new(),
     });
     (Sender(outbox.clone()), Drain(outbox))
 }
@@ -71,6 +88,15 @@ pub fn outbox<W: AsyncWrite + Send + 'static>(out: W) -> (Sender, Drain) {
 impl Outbox {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells [`Sender::room`] when the queue has room again (or will never need it).
+    fn wake_room(&self, mut g: MutexGuard<'_, Inner>) {
+        if g.room_wanted && g.has_room() {
+            g.room_wanted = false;
+            drop(g);
+            self.room.notify_waiters();
+        }
     }
 }
 
@@ -94,19 +120,42 @@ impl Sender {
         let direct = inner.queue.is_empty()
             && !inner.unflushed
             && tokio::runtime::Handle::try_current().is_ok();
+        inner.bytes += line.len();
         inner.queue.push_back(line);
         if direct {
             // Nothing waits: the writer task's own step, with a waker that does nothing (a
             // `Pending` leaves the rest to the writer task, which polls again with its own).
             match inner.poll_drain(&mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(Ok(())) => return,
+                Poll::Ready(Ok(())) => return self.0.wake_room(g),
                 // Kept for the writer task, which ends with it.
                 Poll::Ready(Err(e)) => inner.failed = Some(e),
                 Poll::Pending => {}
             }
         }
-        drop(g);
+        self.0.wake_room(g);
         self.0.queued.notify_one();
+    }
+
+    /// Waits while more than [`BOUND`] bytes are queued (the peer reads slowly or not at
+    /// all); returns at once otherwise, and when the stream is gone.
+    pub async fn room(&self) {
+        if self.0.lock().has_room() {
+            return;
+        }
+        loop {
+            let freed = self.0.room.notified();
+            tokio::pin!(freed);
+            // Enabled before the check: a notification after it is not missed.
+            freed.as_mut().enable();
+            {
+                let mut g = self.0.lock();
+                if g.has_room() {
+                    return;
+                }
+                g.room_wanted = true;
+            }
+            freed.await;
+        }
     }
 }
 
@@ -121,7 +170,13 @@ impl Inner {
     fn fail(&mut self, e: io::Error) {
         self.out = None;
         self.queue.clear();
+        self.bytes = 0;
         self.failed = Some(e);
+    }
+
+    /// Whether a reader may read another message for this direction.
+    fn has_room(&self) -> bool {
+        self.bytes <= BOUND || self.out.is_none()
     }
 
     /// Writes the queue and flushes, with the writer task's waker. Ready once nothing is
@@ -143,6 +198,7 @@ impl Inner {
                     self.unflushed = true;
                     self.written += n;
                     if self.written == front.len() {
+                        self.bytes -= front.len();
                         self.queue.pop_front();
                         self.written = 0;
                     }
@@ -178,7 +234,13 @@ impl Drain {
     /// Runs the writer task.
     pub async fn run(self) -> io::Result<()> {
         loop {
-            std::future::poll_fn(|cx| self.0.lock().poll_drain(cx)).await?;
+            std::future::poll_fn(|cx| {
+                let mut g = self.0.lock();
+                let r = g.poll_drain(cx);
+                self.0.wake_room(g);
+                r
+            })
+            .await?;
             {
                 let g = self.0.lock();
                 if g.out.is_none() || (g.closed && g.queue.is_empty() && !g.unflushed) {
@@ -198,6 +260,8 @@ impl Drop for Drain {
         let mut g = self.0.lock();
         g.out = None;
         g.queue.clear();
+        g.bytes = 0;
+        self.0.wake_room(g);
     }
 }
 
@@ -241,6 +305,36 @@ mod tests {
         for (i, line) in lines.iter().enumerate() {
             assert_eq!(*line, format!("{{\"n\":{i}}}"));
         }
+    }
+
+    /// A peer that reads nothing: `room` waits once more than [`BOUND`] bytes are queued,
+    /// and returns when the peer reads again.
+    #[tokio::test]
+    async fn room_waits_while_the_peer_reads_nothing() {
+        let (w, mut r) = tokio::io::duplex(64 << 10);
+        let (tx, drain) = outbox(w);
+        let writer = tokio::spawn(drain.run());
+        let message = "x".repeat(16 << 10);
+        let mut sent = 0;
+        let wait = std::time::Duration::from_millis(200);
+        while tokio::time::timeout(wait, tx.room()).await.is_ok() {
+            tx.send(message.clone());
+            sent += 1;
+            assert!(sent < 1000, "room never ran out");
+        }
+        // Held back at the bound (plus what the stream itself holds).
+        assert!(sent * message.len() <= BOUND + (64 << 10) + 2 * message.len());
+        let reader = tokio::spawn(async move {
+            let mut all = Vec::new();
+            r.read_to_end(&mut all).await.map(|_| all.len())
+        });
+        tokio::time::timeout(std::time::Duration::from_secs(20), tx.room())
+            .await
+            .expect("room again once the peer reads");
+        drop(tx);
+        writer.await.expect("writer task").expect("no write error");
+        let read = reader.await.expect("reader").expect("read");
+        assert_eq!(read, sent * (message.len() + 1));
     }
 
     /// A writer like tokio's blocking-thread stdout: a write is taken into its buffer at

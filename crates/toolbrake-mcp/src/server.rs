@@ -3,7 +3,7 @@
 //! rewritten, and every request in flight answered when the server is gone.
 
 use crate::wire::{id_key, tool_outcome, ServerHead};
-use crate::{Forwarded, Pending, ServerFailure, Shared, ToolCtx};
+use crate::{events, Forwarded, Pending, ServerFailure, Shared, ToolCtx};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use toolbrake_core::{Engine, Outcome};
@@ -106,6 +106,56 @@ impl Shared {
             }
         }
         Ok(())
+    }
+
+    /// The server began a message over [`crate::MAX_MESSAGE`]: said at once (a line that
+    /// never ends is otherwise silent), and dropped as it is read.
+    pub(crate) fn server_overflowing(&self) {
+        events::warn(
+            self.opts.events.as_ref(),
+            &format!(
+                "toolbrake mcp: the MCP server is writing a message over the {} limit: it is dropped as it is read",
+                limit()
+            ),
+        );
+    }
+
+    /// A message from the server over [`crate::MAX_MESSAGE`], dropped: when it answers a
+    /// request in flight (its id read from its head or its tail), that request gets a
+    /// JSON-RPC error instead (a `tools/call` is recorded as failed); anything else is
+    /// only said in the log. The relay goes on.
+    pub(crate) fn server_too_large(
+        self: &Arc<Self>,
+        len: usize,
+        id: Option<Value>,
+    ) -> Result<(), ServerFailure> {
+        let key = id.as_ref().map(id_key);
+        let answered = key.is_some_and(|k| self.inflight().contains_key(&k));
+        events::warn(
+            self.opts.events.as_ref(),
+            &format!(
+                "toolbrake mcp: the MCP server wrote a message of {len} bytes, over the {} limit: dropped{}",
+                limit(),
+                if answered {
+                    "; the request it answered got an error"
+                } else {
+                    ""
+                }
+            ),
+        );
+        match id {
+            Some(id) if answered => self.from_server(
+                json!({"jsonrpc": "2.0", "id": id, "error": {
+                    "code": -32603,
+                    "message": format!(
+                        "toolbrake: the MCP server's answer was {len} bytes, over the proxy's {} limit; it was dropped",
+                        limit()
+                    ),
+                }})
+                .to_string(),
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// A `tools/call` answer from the server: its outcome recorded, then passed on. `msg` is
@@ -251,4 +301,9 @@ impl Shared {
             }}));
         }
     }
+}
+
+/// [`crate::MAX_MESSAGE`] as a person reads it.
+pub(crate) fn limit() -> String {
+    format!("{} MiB", crate::MAX_MESSAGE >> 20)
 }
