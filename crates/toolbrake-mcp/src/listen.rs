@@ -39,7 +39,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Extension, Json, Router};
+use axum::{Extension, Router};
+use boundary::{error, json_body, new_session_id, refuse};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -48,7 +49,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-use toolbrake_http::{rebinding_refusal, serve_http, token_matches, HttpLimits};
+use toolbrake_http::{serve_http, HttpLimits};
+
+mod boundary;
 
 /// The header that names a client session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -110,18 +113,27 @@ pub struct Listen {
     pub http: HttpLimits,
 }
 
-type Waiters = HashMap<String, mpsc::UnboundedSender<String>>;
+type Waiters = HashMap<String, mpsc::Sender<String>>;
+
+/// Messages each of a session's channels holds for a reader that is slow (the relay, an
+/// SSE stream whose client reads nothing): past it the sender waits, and so, in turn, the
+/// relay, which stops reading the server (backpressure; every message is at most
+/// [`crate::MAX_MESSAGE`]).
+const QUEUED: usize = 16;
+
+/// What the `GET` stream's backlog holds at most: messages, and bytes.
+const BACKLOG: (usize, usize) = (1024, 4 << 20);
 
 /// One client session: the relay's input, and where its output goes.
 struct Session {
     /// The relay's input; `None` once the session ended (the relay then stops).
-    to_relay: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    to_relay: Mutex<Option<mpsc::Sender<String>>>,
     /// Request id → the stream waiting for its response.
     waiters: Mutex<Waiters>,
     /// Progress token → the request id it belongs to.
     progress: Mutex<HashMap<String, String>>,
     /// The `GET` stream, for messages no request waits for.
-    general: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    general: Mutex<Option<mpsc::Sender<String>>>,
     /// Messages for the `GET` stream that arrived before it was opened (bounded).
     backlog: Mutex<Vec<String>>,
     /// The client's address (for the per-client cap).
@@ -166,94 +178,6 @@ pub async fn serve(listen: Listen, listener: tokio::net::TcpListener) -> std::io
     serve_http(listener, routes(shared), http).await
 }
 
-fn error(status: StatusCode, code: i64, message: &str) -> Response {
-    (
-        status,
-        Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})),
-    )
-        .into_response()
-}
-
-/// A fresh, unguessable session id (128 bits from the OS).
-fn new_session_id() -> String {
-    let mut buf = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
-        .is_ok();
-    if !ok {
-        // No /dev/urandom: the clock and a per-process random hasher, still unique.
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        buf[..8].copy_from_slice(&h.finish().to_le_bytes());
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether `origin` is this listener's own, as the request names it in `Host`.
-fn own_origin(headers: &HeaderMap, origin: &str) -> bool {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    ["http://", "https://"]
-        .iter()
-        .any(|scheme| origin.strip_prefix(scheme) == Some(host))
-}
-
-/// Token and Origin checks; `None` when the request may proceed.
-fn refuse(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
-    let Some(expected) = &shared.listen.token else {
-        // No token: a loopback name (no DNS rebinding), and no page but the listener's own
-        // origin, as the dashboard does: a page of another loopback origin (another local
-        // server's) is refused too, whatever it sends.
-        if let Some(why) = rebinding_refusal(headers) {
-            return Some(error(StatusCode::FORBIDDEN, -32001, why));
-        }
-        let origin = headers
-            .get(header::ORIGIN)
-            .map(|v| v.to_str().unwrap_or(""));
-        return origin.filter(|o| !own_origin(headers, o)).map(|_| {
-            error(
-                StatusCode::FORBIDDEN,
-                -32001,
-                "without a token this listener answers no web page but its own origin (the request's Origin is another one); start it with --token to serve other pages",
-            )
-        });
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if !given.is_some_and(|g| token_matches(g, expected)) {
-        return Some(error(
-            StatusCode::UNAUTHORIZED,
-            -32001,
-            "a token is required: Authorization: Bearer TOKEN",
-        ));
-    }
-    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let own = [format!("http://{host}"), format!("https://{host}")];
-        if !toolbrake_http::loopback_origin(origin) && !own.iter().any(|o| o == origin) {
-            return Some(error(
-                StatusCode::FORBIDDEN,
-                -32001,
-                "the request's Origin is not allowed",
-            ));
-        }
-    }
-    None
-}
-
 /// Why a request names no live session: its status, JSON-RPC code and message.
 type NoSession = (StatusCode, i64, &'static str);
 
@@ -287,13 +211,18 @@ const ENDED: NoSession = (
 );
 
 impl Session {
-    /// Hands a message to the relay; `false` when the session has ended.
-    fn send(&self, line: String) -> bool {
-        self.to_relay
+    /// Hands a message to the relay (waiting while it is busy); `false` when the session
+    /// has ended.
+    async fn send(&self, line: String) -> bool {
+        let tx = self
+            .to_relay
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|tx| tx.send(line).is_ok())
+            .clone();
+        match tx {
+            Some(tx) => tx.send(line).await.is_ok(),
+            None => false,
+        }
     }
 
     /// Whether a client is still connected to one of the session's streams.
@@ -331,7 +260,7 @@ impl Session {
     /// Routes one message the relay wrote: a response to its waiting request; progress to
     /// the request it belongs to; anything else to the `GET` stream, else to the newest
     /// request still waiting.
-    fn route(&self, line: String) {
+    async fn route(&self, line: String) {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             return;
         };
@@ -345,7 +274,7 @@ impl Session {
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&key);
                 if let Some(tx) = waiter {
-                    let _ = tx.send(line);
+                    let _ = tx.send(line).await;
                     self.progress
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -368,7 +297,7 @@ impl Session {
                     .get(&k)
                     .cloned()
             }) {
-                let _ = tx.send(line);
+                let _ = tx.send(line).await;
                 return;
             }
         }
@@ -378,7 +307,7 @@ impl Session {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(tx) = general {
-            if tx.send(line.clone()).is_ok() {
+            if tx.send(line.clone()).await.is_ok() {
                 return;
             }
         }
@@ -391,11 +320,12 @@ impl Session {
             .cloned();
         match any {
             Some(tx) => {
-                let _ = tx.send(line);
+                let _ = tx.send(line).await;
             }
             None => {
                 let mut b = self.backlog.lock().unwrap_or_else(|e| e.into_inner());
-                if b.len() < 1024 {
+                let bytes: usize = b.iter().map(String::len).sum();
+                if b.len() < BACKLOG.0 && bytes + line.len() <= BACKLOG.1 {
                     b.push(line);
                 }
             }
@@ -462,7 +392,7 @@ fn start_session(
     id: &str,
     peer: IpAddr,
 ) -> Result<Arc<Session>, (StatusCode, String)> {
-    let (to_relay, mut relay_rx) = mpsc::unbounded_channel::<String>();
+    let (to_relay, mut relay_rx) = mpsc::channel::<String>(QUEUED);
     let (client_side, relay_side) = tokio::io::duplex(1 << 20);
     let (relay_in, relay_out) = tokio::io::split(relay_side);
     let (client_read, mut client_write) = tokio::io::split(client_side);
@@ -504,7 +434,7 @@ fn start_session(
         tokio::spawn(async move {
             let mut lines = BufReader::new(client_read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                session.route(line);
+                session.route(line).await;
             }
             // The relay stopped (its server exited or failed): the session is over; its
             // later requests get 404 and the client starts a new one.
@@ -557,11 +487,18 @@ fn start_session(
 }
 
 /// The SSE stream of a request (`request`: its id; the stream ends with its response) or
-/// of the `GET` stream (`None`). A request whose session ends before its response gets a
-/// JSON-RPC error instead. The stream's task ends when its client goes away.
-fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, request: Option<Value>) -> Response {
+/// of the `GET` stream (`None`), starting with `first`. A request whose session ends
+/// before its response gets a JSON-RPC error instead. The stream's task ends when its
+/// client goes away; while its client reads nothing, it holds at most [`QUEUED`] events.
+fn sse_of(mut rx: mpsc::Receiver<String>, request: Option<Value>, first: Vec<String>) -> Response {
     let stream = async_stream(
-        move |tx: mpsc::UnboundedSender<Result<Event, Infallible>>| async move {
+        move |tx: mpsc::Sender<Result<Event, Infallible>>| async move {
+            let event = |line: String| Ok(Event::default().event("message").data(line));
+            for line in first {
+                if tx.send(event(line)).await.is_err() {
+                    return;
+                }
+            }
             loop {
                 let line = tokio::select! {
                     line = rx.recv() => line,
@@ -571,9 +508,7 @@ fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, request: Option<Value>) -> Re
                 let Some(line) = line else {
                     if let Some(id) = &request {
                         let ended = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "the session ended before the MCP server answered: initialize again"}});
-                        let _ = tx.send(Ok(Event::default()
-                            .event("message")
-                            .data(ended.to_string())));
+                        let _ = tx.send(event(ended.to_string())).await;
                     }
                     return;
                 };
@@ -581,13 +516,7 @@ fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, request: Option<Value>) -> Re
                     && serde_json::from_str::<Value>(&line)
                         .map(|v| v.get("method").is_none() && v.get("id").is_some())
                         .unwrap_or(false);
-                if tx
-                    .send(Ok(Event::default().event("message").data(line)))
-                    .is_err()
-                {
-                    return;
-                }
-                if done {
+                if tx.send(event(line)).await.is_err() || done {
                     return;
                 }
             }
@@ -598,15 +527,15 @@ fn sse_of(mut rx: mpsc::UnboundedReceiver<String>, request: Option<Value>) -> Re
         .into_response()
 }
 
-/// A stream fed by a task (no extra dependency for generators).
+/// A stream fed by a task (no extra dependency for generators), through a bounded channel.
 fn async_stream<F, Fut>(
     f: F,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static
 where
-    F: FnOnce(mpsc::UnboundedSender<Result<Event, Infallible>>) -> Fut,
+    F: FnOnce(mpsc::Sender<Result<Event, Infallible>>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(QUEUED);
     tokio::spawn(f(tx));
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
 }
@@ -625,24 +554,13 @@ fn ended() -> Response {
     error(ENDED.0, ENDED.1, ENDED.2)
 }
 
-/// Whether the request's body is declared `application/json` (parameters allowed), as
-/// Streamable HTTP requires. A web page can send another type (`text/plain`, a form)
-/// without asking the browser's CORS preflight first; `application/json` it cannot.
-fn json_body(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|c| c.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-}
-
 async fn on_post(
     State(shared): State<Arc<Shared>>,
     peer: Peer,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = refuse(&shared, &headers) {
+    if let Some(r) = refuse(shared.listen.token.as_deref(), &headers) {
         return r;
     }
     if !json_body(&headers) {
@@ -673,13 +591,13 @@ async fn on_post(
             Ok(s) => s,
             Err((status, why)) => return error(status, -32000, &why),
         };
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::channel(1);
         session
             .waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id_key(&id), tx);
-        let answer = if session.send(msg.to_string()) {
+        let answer = if session.send(msg.to_string()).await {
             tokio::time::timeout(Duration::from_secs(60), rx.recv())
                 .await
                 .ok()
@@ -712,7 +630,7 @@ async fn on_post(
     match (method, id) {
         (Some(_), Some(id)) => {
             let key = id_key(&id);
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = mpsc::channel(QUEUED);
             session
                 .waiters
                 .lock()
@@ -725,7 +643,7 @@ async fn on_post(
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(id_key(token), key.clone());
             }
-            if !session.send(msg.to_string()) {
+            if !session.send(msg.to_string()).await {
                 // The session ended while this request came in.
                 session
                     .waiters
@@ -734,11 +652,11 @@ async fn on_post(
                     .remove(&key);
                 return ended();
             }
-            sse_of(rx, Some(id))
+            sse_of(rx, Some(id), Vec::new())
         }
         _ => {
             // A notification, or the client's answer to a server request.
-            if !session.send(msg.to_string()) {
+            if !session.send(msg.to_string()).await {
                 return ended();
             }
             StatusCode::ACCEPTED.into_response()
@@ -747,22 +665,15 @@ async fn on_post(
 }
 
 async fn on_get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Some(r) = refuse(&shared, &headers) {
+    if let Some(r) = refuse(shared.listen.token.as_deref(), &headers) {
         return r;
     }
     let session = match session_of(&shared, &headers) {
         Ok(s) => s,
         Err((status, code, why)) => return error(status, code, why),
     };
-    let (tx, rx) = mpsc::unbounded_channel();
-    for line in session
-        .backlog
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .drain(..)
-    {
-        let _ = tx.send(line);
-    }
+    let (tx, rx) = mpsc::channel(QUEUED);
+    let backlog = std::mem::take(&mut *session.backlog.lock().unwrap_or_else(|e| e.into_inner()));
     *session.general.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
     if session
         .to_relay
@@ -778,7 +689,7 @@ async fn on_get(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
             .take();
         return ended();
     }
-    sse_of(rx, None)
+    sse_of(rx, None, backlog)
 }
 
 fn end_session(shared: &Shared, id: &str) -> bool {
@@ -791,7 +702,7 @@ fn end_session(shared: &Shared, id: &str) -> bool {
 }
 
 async fn on_delete(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Some(r) = refuse(&shared, &headers) {
+    if let Some(r) = refuse(shared.listen.token.as_deref(), &headers) {
         return r;
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
