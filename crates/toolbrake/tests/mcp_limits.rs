@@ -148,13 +148,7 @@ impl Proxy {
 
     /// The proxy's resident memory now, in kB.
     fn rss_kb(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
+        rss_kb(self.child.id())
     }
 
     /// The highest resident memory seen over `span` (sampled every 50 ms; stops early
@@ -176,6 +170,16 @@ impl Proxy {
     fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
+}
+
+/// A process's resident memory now, in kB.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Reads the proxy's output on a thread, line by line.
@@ -343,4 +347,59 @@ fn a_client_line_over_the_limit_gets_an_error_and_the_relay_goes_on() {
         assert_eq!(r["result"]["content"][0]["text"], "done", "{r}");
     }
     assert!(p.alive(), "{}", p.stderr());
+}
+
+/// `mcp --listen`: a client whose `GET` stream reads nothing while the server floods it.
+#[test]
+fn a_listener_whose_client_reads_nothing_is_held_back() {
+    use support::listener::{mcp, mcp_headers, mcp_session, request, send};
+    let mut l = mcp("flood", "flood", &[]);
+    let sid = mcp_session(&l);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let a = send(
+        l.addr,
+        &request(
+            "POST",
+            "/mcp",
+            Some(&l.host()),
+            &mcp_headers(&[("Mcp-Session-Id", &sid)]),
+            initialized,
+        ),
+    );
+    assert_eq!(a.status, 202, "{a:?}");
+    // The stream of server messages, opened and never read.
+    let mut stream = std::net::TcpStream::connect(l.addr).unwrap();
+    stream
+        .write_all(&request(
+            "GET",
+            "/mcp",
+            Some(&l.host()),
+            &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &sid)],
+            "",
+        ))
+        .unwrap();
+    let start = Instant::now();
+    let mut peak = 0;
+    while start.elapsed() < Duration::from_secs(4) && peak <= PEAK_LIMIT_KB {
+        peak = peak.max(rss_kb(l.pid()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("peak resident memory of the listener: {} MB", peak >> 10);
+    assert!(
+        peak <= PEAK_LIMIT_KB,
+        "the listener grew to {peak} kB while its client read nothing"
+    );
+    assert!(l.alive());
+    // Read again, the flood flows.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut got = vec![0u8; 1 << 20];
+    let mut total = 0;
+    while total < got.len() {
+        let n = stream.read(&mut got[total..]).unwrap();
+        assert!(n > 0, "the stream ended");
+        total += n;
+    }
+    assert!(String::from_utf8_lossy(&got).contains("notifications/message"));
 }
