@@ -75,7 +75,8 @@ impl SqliteStore {
             create_private_dir(dir)
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
         }
-        create_private_file(path).map_err(|e| err(format!("cannot create the file: {e}")))?;
+        refuse_links(path).map_err(err)?;
+        create_private_file(path).map_err(err)?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -305,39 +306,108 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
+/// The files SQLite keeps beside the state file.
+const SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// `path` with `side` appended (`state.db-wal`).
+fn side_file(path: &Path, side: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(side);
+    PathBuf::from(p)
+}
+
+/// What the user reads when the state file (or a file SQLite keeps beside it) is a link.
+fn link_message(path: &Path) -> String {
+    format!(
+        "{} is a symbolic link: toolbrake keeps its state in a file of its own and does not follow a link there (it would change the mode and the contents of the file the link points to). Remove the link, or set TOOLBRAKE_STATE or `[store] path` to a file toolbrake may create",
+        path.display()
+    )
+}
+
+/// Refuses a state file, or a file SQLite keeps beside it, that is a symbolic link: SQLite
+/// would follow it and write its tables and log into another program's file, and the
+/// permissions would be tightened on the file it points to. (A link to the folder above is
+/// the user's own arrangement, and is followed.)
+fn refuse_links(path: &Path) -> Result<(), String> {
+    for p in
+        std::iter::once(path.to_path_buf()).chain(SIDE_FILES.iter().map(|s| side_file(path, s)))
+    {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(link_message(&p));
+        }
+    }
+    Ok(())
+}
+
+/// Whether opening without following links failed because the name is a link (the link
+/// appeared after [`refuse_links`] looked).
+fn is_link_error(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(libc::ELOOP)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
+
 /// Creates the state file owner-only, and tightens an existing file (or directory) that
-/// others can read: session state names tools, hosts and commands.
+/// others can read: session state names tools, hosts and commands. Nothing is opened
+/// through a symbolic link, and modes are set on the open files (`fchmod`), so a link put
+/// in place meanwhile never has its target's mode changed.
 #[cfg(unix)]
-fn create_private_file(path: &Path) -> std::io::Result<()> {
+fn create_private_file(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let failed = |p: &Path, e: std::io::Error| {
+        if is_link_error(&e) {
+            link_message(p)
+        } else {
+            format!("cannot create the file: {e}")
+        }
+    };
     let f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)?;
-    let meta = f.metadata()?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| failed(path, e))?;
+    let meta = f.metadata().map_err(|e| failed(path, e))?;
     if meta.permissions().mode() & 0o077 != 0 {
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| failed(path, e))?;
     }
-    for side in ["-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(side);
-        if let Ok(m) = std::fs::metadata(&p) {
-            if m.permissions().mode() & 0o077 != 0 {
-                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+    for side in SIDE_FILES {
+        let p = side_file(path, side);
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&p);
+        match opened {
+            Ok(f) => {
+                if f.metadata()
+                    .is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
+                {
+                    let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
+                }
             }
+            Err(e) if is_link_error(&e) => return Err(link_message(&p)),
+            Err(_) => {}
         }
     }
     Ok(())
 }
 
 #[cfg(not(unix))]
-fn create_private_file(path: &Path) -> std::io::Result<()> {
+fn create_private_file(path: &Path) -> Result<(), String> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .map(|_| ())
+        .map_err(|e| format!("cannot create the file: {e}"))
 }
 
 impl Store for SqliteStore {

@@ -376,3 +376,107 @@ fn secrets_never_reach_the_state_files() {
         assert!(!text.contains(s), "{s} is in the state files");
     }
 }
+
+/// A state file that is a symbolic link (to a file of the user's, to another program's
+/// SQLite database, or a link in place of SQLite's log beside it) is refused with an error
+/// that names it: the file it points to keeps its mode and its bytes, and the failure
+/// policy applies (no answer by default, a refusal with `fail_closed`).
+#[cfg(unix)]
+#[test]
+fn a_symlinked_state_file_is_refused_and_what_it_points_to_is_untouched() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = tmpdir("hooks", "symlink");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // Another program's database, and a file of the user's.
+    let app = dir.join("app.db");
+    {
+        let c = rusqlite::Connection::open(&app).unwrap();
+        c.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "my own notes\n").unwrap();
+    for f in [&app, &notes] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let closed = dir.join("closed.toml");
+    std::fs::write(&closed, "[store]\nfail_closed = true\n").unwrap();
+
+    // (link name in the state folder, what it points to)
+    let cases = [
+        ("state.db", &notes),
+        ("state.db", &app),
+        ("state.db-wal", &notes),
+    ];
+    for (name, target) in cases {
+        for f in std::fs::read_dir(&state).unwrap() {
+            std::fs::remove_file(f.unwrap().path()).unwrap();
+        }
+        if name != "state.db" {
+            // The state file itself exists, made by an earlier call.
+            let out = spawn_hook(&dir, &pre("ok", "t0", "ls"), None)
+                .wait_with_output()
+                .unwrap();
+            assert!(
+                out.stderr.is_empty(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = std::fs::remove_file(state.join(name));
+        }
+        symlink(target, state.join(name)).unwrap();
+        let before = std::fs::read(target).unwrap();
+        let what = format!("{name} -> {}", target.display());
+
+        let out = spawn_hook(&dir, &pre("s", "t1", "ls"), None)
+            .wait_with_output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{what}");
+        assert!(out.stdout.is_empty(), "{what}: fails open by default");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = format!("{} is a symbolic link", state.join(name).display());
+        assert!(err.contains(&said), "{what}: {err}");
+        assert!(err.contains("Remove the link"), "{what}: {err}");
+        let log = std::fs::read_to_string(state.join("hook.log")).unwrap();
+        assert!(log.contains(&said), "{what}: {log}");
+
+        let out = spawn_hook(&dir, &pre("s", "t2", "ls"), Some(&closed))
+            .wait_with_output()
+            .unwrap();
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            answer.contains("\"deny\"") && answer.contains("is a symbolic link"),
+            "{what}: {answer}"
+        );
+
+        // `sessions` says the same, and changes nothing either.
+        let out = bin(&dir).args(["sessions"]).output().unwrap();
+        assert!(!out.status.success(), "{what}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&said),
+            "{what}"
+        );
+
+        assert_eq!(std::fs::read(target).unwrap(), before, "{what}: its bytes");
+        let mode = std::fs::metadata(target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "{what}: its mode");
+        for side in ["-wal", "-shm", "-journal"] {
+            let mut p = target.as_os_str().to_owned();
+            p.push(side);
+            assert!(!Path::new(&p).exists(), "{what}: {side} beside it");
+        }
+    }
+    // A link to the folder above is the user's own arrangement: followed.
+    let real = dir.join("real-state");
+    std::fs::create_dir_all(&real).unwrap();
+    let linked = dir.join("linked");
+    symlink(&real, &linked).unwrap();
+    let out = bin(&dir)
+        .env("TOOLBRAKE_STATE", linked.join("state.db"))
+        .args(["sessions"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert!(real.join("state.db").is_file());
+}
