@@ -27,6 +27,7 @@ pub mod former;
 mod gemini;
 mod host;
 pub mod init;
+mod payload;
 mod qwen;
 mod salvage;
 
@@ -199,27 +200,12 @@ pub fn handle_event(
     input: &[u8],
     ctx: &Context<'_>,
 ) -> Reply {
-    let mut salvaged = 0;
-    let payload: Result<Value, PayloadError> = std::str::from_utf8(input)
-        .map_err(|_| PayloadError::NotUtf8)
-        .and_then(|t| {
-            serde_json::from_str(t).or_else(|e| {
-                // Well-formed text with parts no value can hold (a lone surrogate, deep
-                // nesting): read the rest, and count those parts by their hash.
-                if let Some((v, n)) = salvage::salvage(t) {
-                    salvaged = n;
-                    return Ok(v);
-                }
-                Err(if e.to_string().starts_with("recursion limit exceeded") {
-                    PayloadError::TooDeep
-                } else {
-                    PayloadError::NotJson {
-                        line: e.line(),
-                        column: e.column(),
-                    }
-                })
-            })
-        });
+    let payload = payload::read(input);
+    let mut reply = Reply::default();
+    let payload = payload.map(|p| {
+        reply.warnings = p.warnings;
+        p.value
+    });
     let event = event
         .filter(|e| !e.is_empty())
         .or_else(|| {
@@ -233,17 +219,8 @@ pub fn handle_event(
     let result = match (payload, ctx.store) {
         (Err(e), _) => Err(HookError::Payload(e)),
         (Ok(_), Err(e)) => Err(HookError::Store(e)),
-        (Ok(mut p), Ok(store)) => {
-            salvage::cut_long_strings(&mut p);
-            dispatch(dialect, &event, &p, ctx, store)
-        }
+        (Ok(p), Ok(store)) => dispatch(dialect, &event, &p, ctx, store),
     };
-    let mut reply = Reply::default();
-    if salvaged > 0 {
-        reply.warnings.push(format!(
-            "{salvaged} part(s) of the hook payload cannot be read as JSON values (a lone surrogate escape, or nesting deeper than 128 levels): judged by a hash of their bytes"
-        ));
-    }
     if let Ok(store) = &ctx.store {
         reply.warnings.extend(store.take_warnings());
     }

@@ -119,15 +119,7 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
     let mut stdout_text = reply.stdout.clone();
     let mut warnings = reply.warnings;
     if let Some((key, message)) = &notice {
-        let session = serde_json::from_slice::<serde_json::Value>(&input)
-            .ok()
-            .and_then(|v| {
-                ["session_id", "sessionId", "conversation_id", "taskId"]
-                    .iter()
-                    .find_map(|k| v.get(*k).and_then(|s| s.as_str()))
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
+        let session = session_of(&input);
         if first_warning(&log_path, &session, key) {
             stdout_text = Some(with_system_message(stdout_text.as_deref(), message));
             if !broken {
@@ -150,6 +142,36 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
     // The spans are exported (within TRACE_DEADLINE) after the answer is out.
     drop(traces);
     ExitCode::SUCCESS
+}
+
+/// The session a payload names, for the once-per-session notice. Read without building the
+/// payload's value (it can hold 64 MiB of arguments); empty when it names none.
+fn session_of(input: &[u8]) -> String {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Keys<'a> {
+        #[serde(borrow)]
+        session_id: Option<&'a RawValue>,
+        #[serde(borrow, rename = "sessionId")]
+        session_id_camel: Option<&'a RawValue>,
+        #[serde(borrow)]
+        conversation_id: Option<&'a RawValue>,
+        #[serde(borrow, rename = "taskId")]
+        task_id: Option<&'a RawValue>,
+    }
+    let Ok(k) = serde_json::from_slice::<Keys>(input) else {
+        return String::new();
+    };
+    [
+        k.session_id,
+        k.session_id_camel,
+        k.conversation_id,
+        k.task_id,
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    .unwrap_or_default()
 }
 
 /// What the user reads when the configuration is broken: the host shows it once per
