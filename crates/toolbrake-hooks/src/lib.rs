@@ -27,6 +27,7 @@ pub mod former;
 mod gemini;
 mod host;
 pub mod init;
+mod lenient;
 mod payload;
 mod qwen;
 mod salvage;
@@ -133,13 +134,14 @@ pub enum PayloadError {
     /// More than [`MAX_PAYLOAD`] bytes arrived.
     #[error("the hook payload exceeds {MAX_PAYLOAD} bytes")]
     TooLarge,
-    /// The bytes are not UTF-8.
-    #[error("the hook payload is not valid UTF-8")]
+    /// The bytes are not UTF-8, and cannot be read as JSON with those bytes as `\xNN`.
+    #[error("the hook payload is not valid UTF-8, and cannot be read as JSON")]
     NotUtf8,
     /// The JSON nests deeper than the parser allows.
     #[error("the hook payload nests deeper than 128 levels")]
     TooDeep,
-    /// The text is not JSON.
+    /// The text is not JSON, even read leniently (a byte-order mark, UTF-16, single quotes,
+    /// trailing commas, `NaN`, control characters, text after the object).
     #[error("the hook payload is not JSON (line {line}, column {column})")]
     NotJson {
         /// 1-based line of the first error.

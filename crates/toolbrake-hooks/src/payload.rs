@@ -1,9 +1,10 @@
 //! A hook's stdin into the JSON value its host meant. The usual payload (UTF-8 JSON, at
 //! most 1 MiB) is parsed whole, and nothing else runs. Otherwise it is read part by part
-//! (`salvage`: parts no value can hold, large payloads in bounded memory). Only a payload
-//! that still cannot be read is refused, and the failure policy applies.
+//! (`salvage`: parts no value can hold, large payloads in bounded memory) and, when it is
+//! not JSON as it stands, leniently first (`lenient`: encodings and near-JSON shapes). Only
+//! a payload that still cannot be read is refused, and the failure policy applies.
 
-use crate::{salvage, PayloadError};
+use crate::{lenient, salvage, PayloadError};
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
@@ -26,12 +27,13 @@ pub(crate) fn read(input: &[u8]) -> Result<Payload, PayloadError> {
             });
         }
     }
-    let text = std::str::from_utf8(input).map_err(|_| PayloadError::NotUtf8)?;
-    if let Some(r) = salvage::read(text) {
-        return Ok(with_warnings(r));
+    let mut fixes = lenient::Fixes::default();
+    let text = lenient::decode(input, &mut fixes);
+    if let Some(r) = salvage::read(&text) {
+        return Ok(with_warnings(r, fixes));
     }
     // Why it is not JSON as it stands.
-    let strict = serde_json::from_str::<Check>(text).err();
+    let strict = serde_json::from_str::<Check>(&text).err();
     let Some(strict) = strict else {
         // JSON, but not an object: no host sends it; it names no session.
         return Ok(Payload {
@@ -39,20 +41,31 @@ pub(crate) fn read(input: &[u8]) -> Result<Payload, PayloadError> {
             warnings: Vec::new(),
         });
     };
-    Err(
-        if strict.to_string().starts_with("recursion limit exceeded") {
-            PayloadError::TooDeep
-        } else {
-            PayloadError::NotJson {
-                line: strict.line(),
-                column: strict.column(),
-            }
-        },
-    )
+    let fixed = lenient::normalise(&text, &mut fixes);
+    drop(text);
+    if let Some(r) = salvage::read(&fixed) {
+        return Ok(with_warnings(r, fixes));
+    }
+    Err(if fixes.bad_bytes > 0 {
+        PayloadError::NotUtf8
+    } else if strict.to_string().starts_with("recursion limit exceeded") {
+        PayloadError::TooDeep
+    } else {
+        PayloadError::NotJson {
+            line: strict.line(),
+            column: strict.column(),
+        }
+    })
 }
 
-fn with_warnings(r: salvage::Reading) -> Payload {
+fn with_warnings(r: salvage::Reading, fixes: lenient::Fixes) -> Payload {
     let mut warnings = Vec::new();
+    if fixes.any() {
+        warnings.push(format!(
+            "the hook payload is not strict JSON ({}): read leniently, and judged like any other call",
+            fixes.describe()
+        ));
+    }
     if r.unreadable > 0 {
         warnings.push(format!(
             "{} part(s) of the hook payload cannot be read as JSON values (a lone surrogate escape, or nesting deeper than 128 levels): judged by a hash of their bytes",

@@ -480,3 +480,224 @@ fn a_symlinked_state_file_is_refused_and_what_it_points_to_is_untouched() {
     assert_success(&out);
     assert!(real.join("state.db").is_file());
 }
+
+/// A Claude Code `PreToolUse` payload from its parts, as bytes (which need not be UTF-8).
+fn claude_bytes(session: &[u8], id: &str, tool: &[u8], input: &[u8]) -> Vec<u8> {
+    [
+        &b"{\"session_id\":\""[..],
+        session,
+        b"\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"",
+        tool,
+        b"\",\"tool_use_id\":\"",
+        id.as_bytes(),
+        b"\",\"tool_input\":",
+        input,
+        b"}",
+    ]
+    .concat()
+}
+
+/// Payload shapes no host sends today, but a host's bug, a proxy or a model's own bytes
+/// could: each is read, lands in the session it names, and is counted like any other call
+/// (the third identical one refused, one that differs only where the payload is malformed
+/// another call).
+#[test]
+fn payloads_that_are_not_strict_json_are_counted_like_any_other() {
+    let dir = tmpdir("hooks", "lenient");
+    // (session, call id, whether the call differs) -> the payload
+    type Make = Box<dyn Fn(&str, &str, bool) -> Vec<u8>>;
+    // a session's name -> the key it is stored under
+    type Key = fn(&str) -> String;
+    let bad = |alt: bool| [if alt { 0xFE } else { 0xFF }];
+    let cmd = |alt: bool| if alt { "ls b" } else { "ls a" };
+    let command = move |alt: bool| format!("{{\"command\":\"{}\"}}", cmd(alt)).into_bytes();
+    let utf16 = |text: Vec<u8>, le: bool| -> Vec<u8> {
+        let text = String::from_utf8(text).unwrap();
+        let mut out = if le { vec![0xFF, 0xFE] } else { vec![] };
+        for u in text.encode_utf16() {
+            out.extend(if le { u.to_le_bytes() } else { u.to_be_bytes() });
+        }
+        out
+    };
+    // (what, the session key it lands in given its session name, the payload)
+    let shapes: Vec<(&str, Key, Make)> = vec![
+        (
+            "invalid UTF-8 in the session",
+            |s| format!("{s}\\xFF"),
+            Box::new(move |s, id, alt| {
+                claude_bytes(
+                    &[s.as_bytes(), b"\xFF"].concat(),
+                    id,
+                    b"Bash",
+                    &command(alt),
+                )
+            }),
+        ),
+        (
+            "invalid UTF-8 in the tool name",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                claude_bytes(
+                    s.as_bytes(),
+                    id,
+                    &[&b"Ba"[..], &bad(alt), b"sh"].concat(),
+                    b"{\"command\":\"ls\"}",
+                )
+            }),
+        ),
+        (
+            "invalid UTF-8 in a key",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let input = [&b"{\"comm"[..], &bad(alt), b"and\":\"ls\"}"].concat();
+                claude_bytes(s.as_bytes(), id, b"Bash", &input)
+            }),
+        ),
+        (
+            "invalid UTF-8 in a value",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let input = [&b"{\"command\":\"ls "[..], &bad(alt), b"\"}"].concat();
+                claude_bytes(s.as_bytes(), id, b"Bash", &input)
+            }),
+        ),
+        (
+            "overlong UTF-8",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let to = if alt {
+                    &b"\xC0\xAF"[..]
+                } else {
+                    b"\xE0\x80\xAF"
+                };
+                let input = [&b"{\"command\":\"cat "[..], to, b"etc\"}"].concat();
+                claude_bytes(s.as_bytes(), id, b"Bash", &input)
+            }),
+        ),
+        (
+            "NaN and Infinity",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let n = if alt { "Infinity" } else { "NaN" };
+                let input = format!("{{\"x\":{n},\"low\":-Infinity}}");
+                claude_bytes(s.as_bytes(), id, b"mcp__calc__compute", input.as_bytes())
+            }),
+        ),
+        (
+            "control characters in strings",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let input = format!("{{\"command\":\"{}\t-l\n\u{1}\"}}", cmd(alt));
+                claude_bytes(s.as_bytes(), id, b"Bash", input.as_bytes())
+            }),
+        ),
+        (
+            "single quotes",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                format!("{{'session_id':'{s}','hook_event_name':'PreToolUse','tool_name':'Bash','tool_use_id':'{id}','tool_input':{{'command':'{}'}}}}", cmd(alt)).into_bytes()
+            }),
+        ),
+        (
+            "trailing commas",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                let input = format!("{{\"command\":\"{}\",\"args\":[1,2,],}}", cmd(alt));
+                let p = claude_bytes(s.as_bytes(), id, b"Bash", input.as_bytes());
+                [&p[..p.len() - 1], b",}"].concat()
+            }),
+        ),
+        (
+            "trailing garbage",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                [
+                    claude_bytes(s.as_bytes(), id, b"Bash", &command(alt)),
+                    b" garbage\x00".to_vec(),
+                ]
+                .concat()
+            }),
+        ),
+        (
+            "two objects",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                [
+                    claude_bytes(s.as_bytes(), id, b"Bash", &command(alt)),
+                    claude_bytes(b"second", id, b"Bash", &command(alt)),
+                ]
+                .concat()
+            }),
+        ),
+        (
+            "a byte-order mark",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                [
+                    b"\xEF\xBB\xBF".to_vec(),
+                    claude_bytes(s.as_bytes(), id, b"Bash", &command(alt)),
+                ]
+                .concat()
+            }),
+        ),
+        (
+            "UTF-16 with a byte-order mark",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                utf16(claude_bytes(s.as_bytes(), id, b"Bash", &command(alt)), true)
+            }),
+        ),
+        (
+            "UTF-16 without one",
+            |s| s.to_string(),
+            Box::new(move |s, id, alt| {
+                utf16(
+                    claude_bytes(s.as_bytes(), id, b"Bash", &command(alt)),
+                    false,
+                )
+            }),
+        ),
+    ];
+    let hook = |payload: &[u8]| {
+        let out = run_with_stdin(bin(&dir).args(["hook", "claude"]), payload);
+        assert_eq!(out.status.code(), Some(0));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let mut failures = Vec::new();
+    for (n, (what, key, make)) in shapes.iter().enumerate() {
+        let session = format!("lenient{n}");
+        assert!(
+            serde_json::from_slice::<Value>(&make(&session, "t1", false)).is_err(),
+            "{what}: strict JSON"
+        );
+        let answers: Vec<(String, String)> = (1..=3)
+            .map(|i| hook(&make(&session, &format!("t{i}"), false)))
+            .collect();
+        let other = hook(&make(&session, "t4", true));
+        let denied: Vec<bool> = answers
+            .iter()
+            .chain([&other])
+            .map(|(out, _)| out.contains("\"deny\""))
+            .collect();
+        let said = &answers[0].1;
+        if denied != [false, false, true, false]
+            || !said.contains("read leniently")
+            || said.contains("could not handle")
+        {
+            failures.push(format!("{what}: denied {denied:?}; {said}"));
+            continue;
+        }
+        let listed = sessions_json(&dir, None);
+        if !listed.iter().any(|s| s["key"] == key(&session).as_str()) {
+            failures.push(format!("{what}: no session {}", key(&session)));
+        }
+    }
+    // Only the first of two objects is read.
+    assert!(!sessions_json(&dir, None)
+        .iter()
+        .any(|s| s["key"] == "second"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
