@@ -48,6 +48,8 @@ pub struct Prepared {
     streak_digest: [u8; 32],
     /// The shell-HTTP denial, when the call is one.
     shell_http: Option<String>,
+    /// What the call would do to toolbrake itself, when it targets it (self-protection).
+    self_guard: Option<String>,
     /// The breaker's fingerprints; `None` when it does not judge the tool.
     breaker: Option<crate::breaker::PreparedCall>,
     /// The key of the breaker's output memory for object arguments of a tool it judges
@@ -211,6 +213,7 @@ impl Engine {
             digest: u32::from_be_bytes(full[..4].try_into().expect("4 bytes")).max(1),
             streak_digest,
             shell_http: self.breaker.shell_http(call.tool, call.args),
+            self_guard: self.breaker.self_guard(call.tool, call.args),
             breaker: self
                 .breaker
                 .prepare(call.tool, call.args, exact.map(|e| (e, &full)))?,
@@ -252,12 +255,20 @@ impl Engine {
         if st.status(call.id).is_none() {
             st.budget.count_call();
         }
-        // The shell-HTTP block comes first and touches no engine state: a fetch sent to
-        // the fetch tool is not a repeat, and counts toward no streak, window or failure.
-        if let Some(text) = prepared.shell_http.clone() {
+        // Self-protection, then the shell-HTTP block, come first and touch no engine
+        // state: neither is a repeat, and neither counts toward a streak, window or failure.
+        let refusal = match (&prepared.self_guard, &prepared.shell_http) {
+            (Some(what), _) => Some((
+                crate::breaker::SELF_PROTECTION_CODE,
+                crate::breaker::messages::self_protection_denial(call.tool, what, call.session),
+            )),
+            (None, Some(text)) => Some((crate::breaker::SHELL_HTTP_CODE, text.clone())),
+            (None, None) => None,
+        };
+        if let Some((code, text)) = refusal {
             d.verdict = Verdict::Deny;
             d.engine = Some(crate::breaker::ENGINE);
-            d.code = Some(crate::breaker::SHELL_HTTP_CODE);
+            d.code = Some(code);
             d.message = Some(text);
             if st.status(call.id).is_none() {
                 st.count_stop(Verdict::Deny);

@@ -58,9 +58,10 @@ pub mod metrics {
     /// The `track` label of a decision: `none` for a call allowed outright; the breaker
     /// track that gated it (`repeat`, `failure`, `cycle`, `struggle`, `unchanged`) or
     /// whose advisory fired; `streak` for the streak brake; `budget` for the run-level
-    /// line; `shell_http` for a shell fetch sent to the fetch tool.
+    /// line; `shell_http` for a shell fetch sent to the fetch tool; `self_protection` for
+    /// a call that would lift or edit toolbrake itself.
     pub fn track(d: &toolbrake_core::Decision) -> &'static str {
-        use toolbrake_core::breaker::SHELL_HTTP_CODE;
+        use toolbrake_core::breaker::{SELF_PROTECTION_CODE, SHELL_HTTP_CODE};
         use toolbrake_core::Verdict;
         match d.verdict {
             Verdict::Allow => "none",
@@ -71,6 +72,8 @@ pub mod metrics {
             Verdict::Ask | Verdict::Deny => {
                 if d.code == Some(SHELL_HTTP_CODE) {
                     "shell_http"
+                } else if d.code == Some(SELF_PROTECTION_CODE) {
+                    "self_protection"
                 } else if d.engine == Some(toolbrake_core::streak::ENGINE) {
                     "streak"
                 } else if d.engine == Some(toolbrake_core::budget::ENGINE) {
@@ -597,6 +600,56 @@ pub fn record_feedback<S: Store + ?Sized>(
         return Ok(false);
     }
     toolbrake_store::update(store, session, |st| st.feedback = Some(feedback))?;
+    Ok(true)
+}
+
+/// The timeline code of a command run on a session from inside an agent's environment.
+pub const FROM_AGENT_CODE: &str = "FROM_AGENT_ENVIRONMENT";
+
+/// `toolbrake sessions reset` run from inside an agent's environment (`env` names the
+/// variable that told): the session and its sub-agents start afresh, but each keeps its
+/// timeline with an entry saying what was done and from where, so a person sees it on the
+/// dashboard. Whether any session was there.
+pub fn reset_noted<S: Store + ?Sized>(store: &S, key: &str, env: &str) -> Result<bool, StoreError> {
+    let mut found = false;
+    for k in with_sub_agents(store, key)? {
+        if store.get(&k)?.is_none() {
+            continue;
+        }
+        found = true;
+        toolbrake_store::update(store, &k, |st| {
+            st.reset_keeping_timeline();
+            st.note_operator(
+                "toolbrake sessions reset",
+                FROM_AGENT_CODE,
+                &format!("the session was reset by a command run inside an agent's environment ({env} set)"),
+            );
+        })?;
+    }
+    Ok(found)
+}
+
+/// [`record_feedback`] from inside an agent's environment: the timeline says so too.
+pub fn record_feedback_noted<S: Store + ?Sized>(
+    store: &S,
+    session: &str,
+    feedback: Feedback,
+    env: &str,
+) -> Result<bool, StoreError> {
+    if store.get(session)?.is_none() {
+        return Ok(false);
+    }
+    toolbrake_store::update(store, session, |st| {
+        st.feedback = Some(feedback);
+        st.note_operator(
+            "toolbrake feedback",
+            FROM_AGENT_CODE,
+            &format!(
+                "the run was marked {} by a command run inside an agent's environment ({env} set)",
+                feedback.as_str()
+            ),
+        );
+    })?;
     Ok(true)
 }
 

@@ -10,7 +10,9 @@
 //! user-only tables ([`trust`]: `[store]`, `[telemetry]`, `[trust]`), which come from the
 //! user's file unless it trusts the project.
 
+mod protect;
 mod trust;
+pub use protect::protected;
 pub use trust::{Disabled, Ignored, Origin, USER_ONLY};
 
 use std::fmt;

@@ -23,6 +23,17 @@ pub enum OnLimit {
     Deny,
 }
 
+/// What happens to a call that would lift or edit toolbrake itself (`self_protection`,
+/// docs/decisions.md, "Self-protection").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SelfProtection {
+    /// Not recognised: such a call is judged like any other.
+    Off,
+    /// Denied before it runs (the default).
+    Deny,
+}
+
 /// Whether purely local traffic is fingerprinted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -64,6 +75,11 @@ pub struct BreakerConfig {
     pub(crate) block_local_http: bool,
     pub(crate) shell_http_block: Vec<String>,
     pub(crate) fetch_tool: Option<String>,
+    pub(crate) self_protection: SelfProtection,
+    /// What self-protection protects: filled in by the caller at run time, never read
+    /// from a file.
+    #[serde(skip)]
+    pub(crate) protected: super::self_guard::Protected,
     #[serde(skip)]
     exclude_re: Vec<Glob>,
     #[serde(skip)]
@@ -193,6 +209,8 @@ impl Default for BreakerConfig {
             block_local_http: false,
             shell_http_block: strings(super::shell_http::DEFAULT_BLOCKED_CLIENTS),
             fetch_tool: None,
+            self_protection: SelfProtection::Deny,
+            protected: Default::default(),
         }
     }
 }
@@ -283,6 +301,28 @@ impl BreakerConfig {
         if self.fetch_tool.is_none() {
             self.fetch_tool = Some(name.to_string());
         }
+    }
+
+    /// What a call that targets toolbrake itself meets.
+    pub fn self_protection(&self) -> SelfProtection {
+        self.self_protection
+    }
+
+    /// Sets `self_protection` (a project's file may only tighten it: the caller keeps the
+    /// stronger of two).
+    pub fn set_self_protection(&mut self, value: SelfProtection) {
+        self.self_protection = value;
+    }
+
+    /// What self-protection protects: the state file, the configuration files, the Redis
+    /// key prefix and the binary's names, as the caller found them at run time.
+    pub fn protect(&mut self, protected: super::self_guard::Protected) {
+        self.protected = protected;
+    }
+
+    /// What self-protection protects ([`BreakerConfig::protect`]).
+    pub fn protected(&self) -> &super::self_guard::Protected {
+        &self.protected
     }
 
     /// The configured or offered replacement for shell fetches.
@@ -390,6 +430,7 @@ impl BreakerConfig {
             "block_local_http": self.block_local_http,
             "shell_http_block": self.shell_http_block,
             "fetch_tool": self.fetch_tool.as_deref().unwrap_or(""),
+            "self_protection": self.self_protection,
             "limits": limits,
             "ignore_args": self.ignore_args,
             "host_aliases": self.host_aliases,

@@ -7,7 +7,7 @@ use super::fingerprint::{self, fingerprints, FingerprintSet, FpId, Kind};
 use super::same_output::{self, identity};
 use super::state::*;
 use super::verdict::*;
-use super::{messages, mutation, shell_http};
+use super::{messages, mutation, self_guard, shell_http};
 use crate::canonical::CanonicalError;
 use crate::redact::RedactedCut;
 use serde_json::Value;
@@ -53,6 +53,31 @@ impl Breaker {
             fetch,
             !block_local,
         ))
+    }
+
+    /// Self-protection (docs/decisions.md, "Self-protection"): what the call would do to
+    /// toolbrake itself, when it is a shell tool's command or a file tool's write that
+    /// targets toolbrake's own command, state, configuration or Redis keys. Judged on
+    /// every call whatever the breaker tracks (an engine turned off, a tool excluded), and
+    /// `None` when `self_protection = "off"`.
+    pub fn self_guard(&self, tool: &str, args: &Value) -> Option<String> {
+        if self.cfg.self_protection == super::SelfProtection::Off || tool.is_empty() {
+            return None;
+        }
+        let protected = &self.cfg.protected;
+        if self.cfg.tools.is_shell(tool) {
+            let command = fingerprint::shell_command(&self.cfg, args);
+            return self_guard::shell_target(&command, protected).map(|t| t.what);
+        }
+        if protected.files.is_empty() {
+            return None;
+        }
+        let files = mutation::files(&self.cfg.tools, tool, args);
+        files
+            .writes
+            .iter()
+            .find_map(|w| self_guard::file_target(w, protected))
+            .map(|t| t.what)
     }
 
     /// Before a call runs. `call_id` names it for [`Breaker::answer`] and [`Breaker::post`].

@@ -527,3 +527,20 @@ pub fn shell_http_denial(
     s.push_str("Do not look for another shell route to the same fetch.");
     s
 }
+
+/// The self-protection denial: `tool` would do `what` to toolbrake itself in `session`.
+/// Says who can lift the brake: a person, from their own terminal.
+pub fn self_protection_denial(tool: &str, what: &str, session: &str) -> String {
+    let tool = if tool.is_empty() { "tool" } else { tool };
+    let key = if session.is_empty() || session.chars().any(char::is_control) {
+        "KEY".to_string()
+    } else {
+        crate::redact::redact(session).into_owned()
+    };
+    format!(
+        "TOOLBRAKE_SELF_PROTECTED: this {tool} call would change toolbrake itself ({what}) and was stopped before executing.\n\
+         The brake on this session cannot be lifted by the agent it brakes: toolbrake's commands that change state, its state file, its configuration files and its Redis keys are out of reach of tool calls.\n\
+         If a stop was wrong, tell the person you work for: they can reset this session from their own terminal with `toolbrake sessions reset {key}` (`toolbrake sessions` lists the keys), or change the configuration there.\n\
+         Do not look for another route to the same change."
+    )
+}

@@ -18,13 +18,14 @@ pub mod messages;
 pub mod mutation;
 mod post;
 pub mod same_output;
+pub mod self_guard;
 pub mod shell;
 pub mod shell_http;
 mod state;
 pub mod url;
 mod verdict;
 
-pub use config::{BreakerConfig, LocalHosts, OnLimit, ToolClasses};
+pub use config::{BreakerConfig, LocalHosts, OnLimit, SelfProtection, ToolClasses};
 pub use failure::{classify, Failure, Outcome, Reason};
 pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind};
 pub use gate::Breaker;
@@ -33,5 +34,6 @@ pub(crate) use state::PreparedCall;
 pub use state::{BreakerState, MAX_EDITED_FILES, MAX_RECENT, MAX_TRACKED, MAX_UNCHANGED};
 pub use verdict::{
     Advisory, BreakerSignals, BreakerSummary, BreakerVerdict, FingerprintSignal, Gauge, Hit, Kept,
-    KeptGauge, PostReport, Stage, Track, UnchangedView, CODE, ENGINE, SHELL_HTTP_CODE,
+    KeptGauge, PostReport, Stage, Track, UnchangedView, CODE, ENGINE, SELF_PROTECTION_CODE,
+    SHELL_HTTP_CODE,
 };

@@ -178,6 +178,7 @@ pub fn shell_fetch(command: &str, clients: &[String], block_local: bool) -> Opti
         clients,
         candidates: Vec::new(),
         seen: HashSet::new(),
+        commands: Vec::new(),
     };
     let (text, snippets) = split_heredocs(&command.replace("\\\r\n", " ").replace("\\\n", " "));
     let text = substitute(&text);
@@ -347,6 +348,27 @@ struct Scan<'a> {
     clients: &'a [String],
     candidates: Vec<Candidate>,
     seen: HashSet<String>,
+    /// Every simple command found, its words as written (the self-protection reads them).
+    commands: Vec<Vec<String>>,
+}
+
+/// Every simple command a command line runs, after the unwrapping [`shell_fetch`] does
+/// (lists, pipelines, substitutions, `sh -c`, `sudo`, `env`, `xargs`, `find -exec`, …):
+/// each one's words, quotes removed, its first word as written. A heredoc fed to an
+/// interpreter is one command `[interpreter, code]`.
+pub(crate) fn simple_commands(command: &str) -> Vec<Vec<String>> {
+    let mut scan = Scan {
+        clients: &[],
+        candidates: Vec::new(),
+        seen: HashSet::new(),
+        commands: Vec::new(),
+    };
+    let (text, snippets) = split_heredocs(&command.replace("\\\r\n", " ").replace("\\\n", " "));
+    scan.unwrap_text(&substitute(&text), 0);
+    for (verb, code) in snippets {
+        scan.commands.push(vec![verb, code]);
+    }
+    scan.commands
 }
 
 impl Scan<'_> {
@@ -400,7 +422,7 @@ impl Scan<'_> {
         match verb.as_str() {
             "command" if rest.first().is_some_and(|a| a == "-v" || a == "-V") => {}
             "ssh" | "mosh" | "sshpass" => self.remote(&verb, rest, depth),
-            v if REMOTE_CLIENTS.contains(&v) => {}
+            v if REMOTE_CLIENTS.contains(&v) => self.commands.push(words.clone()),
             v if SHELLS.contains(&v) => {
                 if let Some(pos) = rest.iter().position(|a| is_c_flag(a)) {
                     if let Some(script) = rest.get(pos + 1) {
@@ -459,6 +481,7 @@ impl Scan<'_> {
                 }
             }
             _ => {
+                self.commands.push(words.clone());
                 self.candidates.push(Candidate::from_words(&verb, rest));
                 if CODE_VERBS.contains(&verb.as_str()) && !self.clients.is_empty() {
                     // `python3 -c "import os; os.system('curl …')"` runs a shell too.

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 pub const CODE: &str = "REPEAT_TOOL_BLOCKED";
 /// The refusal code of the shell-HTTP block.
 pub const SHELL_HTTP_CODE: &str = "SHELL_HTTP_BLOCKED";
+/// The code of a call stopped because it would lift or edit toolbrake itself.
+pub const SELF_PROTECTION_CODE: &str = "TOOLBRAKE_SELF_PROTECTED";
 /// The engine name of the breaker.
 pub const ENGINE: &str = "breaker";
 

@@ -192,6 +192,38 @@ impl SessionState {
         self.log.iter()
     }
 
+    /// Records in the timeline something a command did to this session from outside a
+    /// call (`toolbrake sessions reset` or `toolbrake feedback` run inside an agent's
+    /// environment): `what` shows as the tool, `text` (redacted, cut) as its preview, so a
+    /// person reading the dashboard sees it.
+    pub fn note_operator(&mut self, what: &str, code: &str, text: &str) {
+        let n = self.log.len();
+        if n >= MAX_LOG {
+            self.log.pop_front();
+        }
+        self.log.push_back(LogEntry {
+            call: format!("{code}-{n}"),
+            tool: what.to_string(),
+            verdict: Verdict::Allow,
+            code: Some(code.to_string()),
+            preview: RedactedCut::new(text, LOG_PREVIEW_CHARS),
+            near: None,
+            outcome: None,
+            returned: None,
+            answer: None,
+        });
+    }
+
+    /// Forgets everything both engines keep of the session, as a new session would
+    /// start, keeping only its timeline and the person's feedback.
+    pub fn reset_keeping_timeline(&mut self) {
+        let log = std::mem::take(&mut self.log);
+        let feedback = self.feedback;
+        *self = SessionState::default();
+        self.log = log;
+        self.feedback = feedback;
+    }
+
     /// Records a decision (a call seen again through another seam replaces its entry).
     /// `preview` names a call the breaker keeps no record of (a denied one).
     pub(super) fn note(&mut self, d: &Decision, tool: &str, preview: impl FnOnce() -> RedactedCut) {

@@ -36,7 +36,17 @@ pub fn run(config: Option<&Path>, session: &str, verdict: &Verdict) -> Result<Ex
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
     let feedback = verdict.feedback();
-    let kept = toolbrake_session::record_feedback(store.as_ref(), session, feedback)?;
+    let from_agent = super::sessions::agent_environment(&process_env);
+    let kept = match from_agent {
+        // Kept in the session's timeline too, so a person sees it on the dashboard.
+        Some(var) => {
+            toolbrake_session::record_feedback_noted(store.as_ref(), session, feedback, var)?
+        }
+        None => toolbrake_session::record_feedback(store.as_ref(), session, feedback)?,
+    };
+    if let (Some(var), true) = (from_agent, kept) {
+        warn!("toolbrake: this command runs inside an agent's environment ({var} is set): the verdict is recorded in the session's history on the dashboard");
+    }
     for w in store.take_warnings() {
         warn!("toolbrake: {w}");
     }

@@ -61,8 +61,13 @@ pub fn run(config: Option<&Path>, dialect: Dialect, event: Option<&str>) -> Exit
     };
     let loaded = settings::load(config);
     let (engine, store_settings, telemetry, notices, cfg_error) = match loaded {
-        Ok(s) => {
+        Ok(mut s) => {
             let notices = s.notices();
+            // What the agent's own calls must not change: toolbrake's state, its
+            // configuration, its keys and its command (self-protection).
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let protected = settings::protected(&s, StoreKind::Sqlite, &process_env, &cwd);
+            s.engine.breaker.protect(protected);
             (Engine::new(s.engine), s.store, s.telemetry, notices, None)
         }
         Err(e) => (

@@ -37,6 +37,17 @@ pub struct Ignored {
 impl Ignored {
     /// The line a user reads, once.
     pub fn message(&self) -> String {
+        if self.keys.iter().all(|k| k == "breaker.self_protection") {
+            return format!(
+                "toolbrake ignored `breaker.self_protection` in {}: a project's own file may \
+                 tighten self-protection, never loosen it (the agent being braked can write \
+                 that file). Set it in your own configuration ({}).",
+                self.file.display(),
+                super::user_file(&super::process_env)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "~/.config/toolbrake/config.toml".into()),
+            );
+        }
         format!(
             "toolbrake ignored {} in {}: a project's own file may tune detection, but where \
              state lives, what is recorded and where it is sent come only from your own \
@@ -192,16 +203,28 @@ pub fn confine(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Loaded, Option<Ignored>) {
     let folder = file.parent().unwrap_or(Path::new("."));
+    // Self-protection may only be tightened by a project's file, trusted or not: the
+    // agent being braked can write that file.
+    let mut project = project;
+    let floor = user.engine.breaker.self_protection();
+    let loosened = project.engine.breaker.self_protection() < floor;
+    if loosened {
+        project.engine.breaker.set_self_protection(floor);
+    }
     if trusted(folder, &user.trust, env) {
+        let ignored = loosened.then(|| Ignored {
+            file: file.to_path_buf(),
+            keys: vec!["breaker.self_protection".into()],
+        });
         return (
             Loaded {
                 trust: user.trust.clone(),
                 ..project
             },
-            None,
+            ignored,
         );
     }
-    let keys: Vec<String> = USER_ONLY
+    let mut keys: Vec<String> = USER_ONLY
         .iter()
         .filter_map(|t| table.get(*t).map(|v| (t, v)))
         .flat_map(|(t, v)| match v.as_table() {
@@ -211,6 +234,9 @@ pub fn confine(
             _ => vec![format!("[{t}]")],
         })
         .collect();
+    if loosened {
+        keys.push("breaker.self_protection".into());
+    }
     let confined = Loaded {
         store: user.store.clone(),
         telemetry: user.telemetry.clone(),

@@ -3,8 +3,8 @@
 
 use super::tools::{compile_url_re, glob_re, LazyPattern, ToolClasses};
 use super::{
-    keys, names_of, BreakerConfig, LocalHosts, OnLimit, MAX_CYCLE_LIMIT, MAX_SAME_OUTPUT_LIMIT,
-    MAX_UNCHANGED_LIMIT,
+    keys, names_of, BreakerConfig, LocalHosts, OnLimit, SelfProtection, MAX_CYCLE_LIMIT,
+    MAX_SAME_OUTPUT_LIMIT, MAX_UNCHANGED_LIMIT,
 };
 use crate::breaker::mutation::writes::MutatingTool;
 use crate::table::{
@@ -203,6 +203,13 @@ impl BreakerConfig {
                 }
                 "tools" => c.tools = tool_classes(sub_table(k, v)?)?,
                 "block_shell_http" => c.block_shell_http = get_bool(P, k, v)?,
+                "self_protection" => {
+                    c.self_protection = match v.as_str() {
+                        Some("deny") => SelfProtection::Deny,
+                        Some("off") => SelfProtection::Off,
+                        _ => return Err(ConfigError::new(dotted(P, k), show(v), "must be \"deny\" or \"off\"")),
+                    }
+                }
                 "block_local_http" => c.block_local_http = get_bool(P, k, v)?,
                 "shell_http_block" => c.shell_http_block = get_string_list(P, k, v)?,
                 "fetch_tool" => {
