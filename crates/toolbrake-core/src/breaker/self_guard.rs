@@ -475,8 +475,12 @@ fn sqlite_target(args: &[String], p: &Protected, files: &[String]) -> Option<Sel
     if args.iter().any(|a| a == "-readonly") {
         return None;
     }
-    let sql: Vec<&String> = positional.collect();
-    let writes = sql.is_empty() || sql.iter().any(|s| writes_sql(s));
+    // SQL read from input (`< wipe.sql`, a pipe, a heredoc) is unknown: it may write.
+    let sql: Vec<&String> = positional
+        .take_while(|a| !a.starts_with(['<', '>']) && !a.contains(">&"))
+        .collect();
+    let from_input = args.iter().any(|a| a.starts_with('<'));
+    let writes = from_input || sql.is_empty() || sql.iter().any(|s| writes_sql(s));
     writes.then(|| SelfTarget {
         what: "sqlite3 on toolbrake's state".into(),
     })

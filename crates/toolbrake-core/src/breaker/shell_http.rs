@@ -468,6 +468,7 @@ impl Scan<'_> {
                 self.unwrap_words(&rest, depth + 1);
             }
             "find" => {
+                self.commands.push(words.clone());
                 if let Some(pos) = rest
                     .iter()
                     .position(|a| matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
@@ -586,6 +587,8 @@ fn segments(text: &str) -> Vec<String> {
                     }
                 }
                 '&' if prev == '>' || chars.peek() == Some(&'>') => cur.push(c),
+                // `>|`: a redirection that overwrites, not a pipe.
+                '|' if prev == '>' => cur.push(c),
                 ';' | '|' | '&' | '\n' => {
                     out.push(std::mem::take(&mut cur));
                     if matches!(chars.peek(), Some('|') | Some('&')) && c != '\n' {
