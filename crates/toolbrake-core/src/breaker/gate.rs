@@ -61,7 +61,7 @@ impl Breaker {
     /// every call whatever the breaker tracks (an engine turned off, a tool excluded), and
     /// `None` when `self_protection = "off"`.
     pub fn self_guard(&self, tool: &str, args: &Value) -> Option<String> {
-        if self.cfg.self_protection == super::SelfProtection::Off || tool.is_empty() {
+        if self.cfg.self_protection == super::config::SelfProtection::Off || tool.is_empty() {
             return None;
         }
         let protected = &self.cfg.protected;

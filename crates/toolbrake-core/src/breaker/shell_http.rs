@@ -652,6 +652,10 @@ fn substitutions(text: &str) -> Vec<String> {
 /// Substitutes simple assignments (`URL=https://x`, `export H="a.b"`) into `$URL` and
 /// `${URL}`, one pass; values holding `$` or `(` are left alone.
 fn substitute(text: &str) -> String {
+    if !text.contains('=') {
+        // No assignment to substitute (and no pattern to compile).
+        return text.to_string();
+    }
     static ASSIGN: OnceLock<Regex> = OnceLock::new();
     static USE: OnceLock<Regex> = OnceLock::new();
     let assign = ASSIGN.get_or_init(|| {

@@ -127,6 +127,10 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
         }
     }
     let mut s = settings::load(config)?;
+    // What the agents' calls must not change (self-protection), kept across reloads.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let protected = settings::protected(&s, StoreKind::Memory, &process_env, &cwd);
+    s.engine.breaker.protect(protected.clone());
     // What an edit of the file changes in a running proxy: the engines, and the fetch
     // tool's settings when it offers it (the store is opened once).
     let applies: &[&str] = if fetch_tool {
@@ -167,6 +171,7 @@ pub fn run(config: Option<&Path>, server: Server) -> Result<ExitCode, CliError> 
     let reload: Option<toolbrake_mcp::Reloader> = watcher.map(|mut w| {
         Box::new(move || {
             reloads.reloaded(w.poll()).map(|mut l| {
+                l.engine.breaker.protect(protected.clone());
                 if let Some(f) = &fetcher {
                     l.engine
                         .breaker

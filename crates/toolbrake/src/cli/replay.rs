@@ -305,10 +305,14 @@ pub fn serve(
     operate: &super::operate::Operate,
 ) -> Result<ExitCode, CliError> {
     let telemetry = super::operate::Telemetry::new(operate)?;
-    let s = settings::load(config)?;
+    let mut s = settings::load(config)?;
     for notice in s.notices() {
         telemetry.warn(&notice);
     }
+    // What the agents' calls must not change (self-protection), kept across reloads.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let protected = settings::protected(&s, StoreKind::Memory, &process_env, &cwd);
+    s.engine.breaker.protect(protected.clone());
     let store = telemetry.store(s.store.open(StoreKind::Memory, &process_env)?);
     let traces = telemetry.traces(&s.telemetry, "serve");
     let mut processor = Processor::new(Engine::new(s.engine.clone()), store)
@@ -317,9 +321,10 @@ pub fn serve(
     if let Some(mut watcher) = settings::Watcher::new(&s, toolbrake_core::config::ENGINE_TABLES) {
         let telemetry = telemetry.clone();
         processor = processor.with_reloader(Box::new(move || {
-            telemetry
-                .reloaded(watcher.poll())
-                .map(|l| Engine::new(l.engine))
+            telemetry.reloaded(watcher.poll()).map(|mut l| {
+                l.engine.breaker.protect(protected.clone());
+                Engine::new(l.engine)
+            })
         }));
     }
     telemetry.serve_metrics_on_thread("serve")?;

@@ -15,6 +15,9 @@ pub fn bin(dir: &Path) -> Command {
         .env("XDG_CONFIG_HOME", dir.join("xdg"))
         .env("HOME", dir)
         .current_dir(dir);
+    for v in super::AGENT_VARS {
+        c.env_remove(v);
+    }
     c
 }
 

@@ -15,6 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The variables hosts set for their agents' commands: a test run from inside an agent
+/// (its shell tool) must not make `sessions reset` or `feedback` act as if the agent ran
+/// them.
+pub const AGENT_VARS: &[&str] = &[
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CODEX_SANDBOX",
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "GEMINI_CLI",
+    "QWEN_CODE",
+    "CURSOR_AGENT",
+];
+
 /// The `toolbrake` command under test, isolated from the developer's own configuration
 /// (no config file, no environment overrides, run in the temporary folder).
 pub fn isolated_bin() -> Command {
@@ -25,6 +38,9 @@ pub fn isolated_bin() -> Command {
         .env("XDG_CONFIG_HOME", "/nonexistent")
         .env("HOME", "/nonexistent")
         .current_dir(std::env::temp_dir());
+    for v in AGENT_VARS {
+        c.env_remove(v);
+    }
     c
 }
 
