@@ -86,6 +86,7 @@ fn what_lifts_the_brake_is_recognised() {
         "echo 'DEL toolbrake:{abc}' | redis-cli",
         "redis-cli -x SET k < /tmp/state.json",
         "python3 -c \"import redis; redis.Redis().delete('toolbrake:{abc}')\"",
+        "python3 -c \"import os; os.system('toolbrake sessions reset abc')\"",
     ] {
         assert!(shell_target(cmd, &p).is_some(), "{cmd}");
     }

@@ -179,6 +179,7 @@ pub fn shell_fetch(command: &str, clients: &[String], block_local: bool) -> Opti
         candidates: Vec::new(),
         seen: HashSet::new(),
         commands: Vec::new(),
+        fetches: true,
     };
     let (text, snippets) = split_heredocs(&command.replace("\\\r\n", " ").replace("\\\n", " "));
     let text = substitute(&text);
@@ -350,6 +351,9 @@ struct Scan<'a> {
     seen: HashSet<String>,
     /// Every simple command found, its words as written (the self-protection reads them).
     commands: Vec<Vec<String>>,
+    /// Whether fetch candidates are read (not when only the commands are wanted: reading
+    /// addresses compiles patterns a hook need not pay for).
+    fetches: bool,
 }
 
 /// Every simple command a command line runs, after the unwrapping [`shell_fetch`] does
@@ -362,6 +366,7 @@ pub(crate) fn simple_commands(command: &str) -> Vec<Vec<String>> {
         candidates: Vec::new(),
         seen: HashSet::new(),
         commands: Vec::new(),
+        fetches: false,
     };
     let (text, snippets) = split_heredocs(&command.replace("\\\r\n", " ").replace("\\\n", " "));
     scan.unwrap_text(&substitute(&text), 0);
@@ -483,8 +488,12 @@ impl Scan<'_> {
             }
             _ => {
                 self.commands.push(words.clone());
-                self.candidates.push(Candidate::from_words(&verb, rest));
-                if CODE_VERBS.contains(&verb.as_str()) && !self.clients.is_empty() {
+                if self.fetches {
+                    self.candidates.push(Candidate::from_words(&verb, rest));
+                }
+                if CODE_VERBS.contains(&verb.as_str())
+                    && (!self.clients.is_empty() || !self.fetches)
+                {
                     // `python3 -c "import os; os.system('curl …')"` runs a shell too.
                     for a in rest.iter().filter(|a| a.contains(char::is_whitespace)) {
                         if let Some(inner) = quoted_shell_call(a) {
@@ -692,14 +701,15 @@ fn substitute(text: &str) -> String {
 /// commands); a body fed to an interpreter becomes a code snippet `(verb, code)`; any
 /// other body (`cat > f <<EOF`) is inert data and is dropped.
 fn split_heredocs(text: &str) -> (String, Vec<(String, String)>) {
+    if !text.contains("<<") {
+        // No heredoc (and no pattern to compile).
+        return (text.to_string(), Vec::new());
+    }
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(r#"(^|[^<])<<(-?)\s*(?:'([^']+)'|"([^"]+)"|\\?([A-Za-z_][A-Za-z0-9_]*))"#)
             .expect("static pattern")
     });
-    if !text.contains("<<") {
-        return (text.to_string(), Vec::new());
-    }
     let mut out = String::new();
     let mut snippets = Vec::new();
     let mut lines = text.split('\n');
