@@ -36,6 +36,8 @@ fn what_lifts_the_brake_is_recognised() {
         "toolbrake hook claude < fake.json",
         "toolbrake serve --stdin",
         "toolbrake replay --config evil.toml run.jsonl",
+        "toolbrake tune --calibrate --write crafted.jsonl",
+        "toolbrake tune --calibrate --write=~/.config/toolbrake/toolbrake.toml crafted.jsonl",
         "tbk sessions reset abc",
         "/opt/tb/bin/tbk sessions reset abc",
         "npx toolbrake sessions reset abc",

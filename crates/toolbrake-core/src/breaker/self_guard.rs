@@ -10,7 +10,7 @@
 //! A call *targets toolbrake* when one of the commands it runs is:
 //! - toolbrake's own command (`toolbrake`, any path to it, a name in
 //!   [`Protected::binaries`], through `npx`/`uvx`/`pipx run`) with a subcommand other than
-//!   the read-only ones (`sessions` as a list, `explain`, `tune`, `config check`,
+//!   the read-only ones (`sessions` as a list, `explain`, `tune` without `--write`, `config check`,
 //!   `config default`, `completions`, `man`, `--help`, `--version`);
 //! - a command that removes, moves, truncates or edits a protected file (`rm`, `mv`,
 //!   `truncate`, `shred`, `sed -i`, `tee`, `cp`/`ln`/`install`/`dd` onto it, …), a
@@ -52,7 +52,6 @@ pub struct SelfTarget {
 /// toolbrake's subcommands that change nothing.
 const READ_ONLY: &[&str] = &[
     "explain",
-    "tune",
     "completions",
     "man",
     "help",
@@ -326,6 +325,11 @@ fn toolbrake_cli(args: &[String]) -> Option<String> {
         "" => true,
         "sessions" => second.is_empty() || second.starts_with('-') || second == "list",
         "config" => matches!(second, "check" | "default" | ""),
+        // `tune --write` merges a calibrated setting into the configuration, calibrated on
+        // whatever history the agent hands it.
+        "tune" => !words
+            .iter()
+            .any(|w| *w == "--write" || w.starts_with("--write=")),
         s => READ_ONLY.contains(&s),
     };
     if read_only {
