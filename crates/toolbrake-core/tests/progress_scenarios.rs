@@ -556,3 +556,121 @@ fn the_struggle_advisory_stage_is_reported() {
     assert_eq!(p.advisories[0].stage, Stage::Struggle);
     assert_eq!(p.advisories[0].count, 2);
 }
+
+/// One page of a listing: a body that differs from page to page.
+fn issues_page(page: usize) -> Outcome {
+    out(&format!(
+        "[{{\"title\": \"issue {a} on page {page}\", \"state\": \"open\"}}, {{\"title\": \"issue {b} on page {page}\", \"state\": \"open\"}}]",
+        a = 2 * page,
+        b = 2 * page + 1
+    ))
+}
+
+const ISSUES: &str = "https://api.github.com/repos/acme/app/issues?state=open";
+
+/// The ways an agent pages through a URL: a fetch tool (smolagents' `fetch_url`), the MCP
+/// fetch server's `fetch` (bare and as Claude Code names it), and `curl` in a shell tool.
+fn page_call(how: &str, page: usize) -> (&str, Value) {
+    let url = format!("{ISSUES}&page={page}");
+    match how {
+        "curl" => ("Bash", bash(&format!("curl -s '{url}'"))),
+        tool => (tool, json!({ "url": url })),
+    }
+}
+
+const PAGERS: [&str; 4] = ["fetch_url", "fetch", "mcp__fetch__fetch", "curl"];
+
+#[test]
+fn paging_through_a_url_is_progress() {
+    for how in PAGERS {
+        let mut r = Session::new(json!({}));
+        for page in 1..=25 {
+            let (tool, args) = page_call(how, page);
+            let (d, _) = r.try_run(tool, args, issues_page(page));
+            assert!(d.runs(), "{how}: page {page} stopped: {:?}", d.message);
+        }
+        assert_eq!(r.stops(), 0, "{how}");
+        // A cursor works the same way, and so does `offset`.
+        let mut r = Session::new(json!({}));
+        for page in 1..=25 {
+            let url = format!("https://api.example.com/v1/events?cursor=c{page}x&limit=50");
+            let (d, _) = r.try_run(how_tool(how), url_args(how, &url), issues_page(page));
+            assert!(
+                d.runs(),
+                "{how}: cursor page {page} stopped: {:?}",
+                d.message
+            );
+        }
+    }
+}
+
+fn how_tool(how: &str) -> &str {
+    if how == "curl" {
+        "Bash"
+    } else {
+        how
+    }
+}
+
+fn url_args(how: &str, url: &str) -> Value {
+    if how == "curl" {
+        bash(&format!("curl -s '{url}'"))
+    } else {
+        json!({ "url": url })
+    }
+}
+
+#[test]
+fn the_same_page_again_and_again_is_still_stopped() {
+    for how in PAGERS {
+        let mut r = Session::new(json!({}));
+        for _ in 0..25 {
+            let (tool, args) = page_call(how, 3);
+            r.step(tool, args, issues_page(3));
+        }
+        assert!(
+            r.first_stop().is_some_and(|n| n <= 12),
+            "{how}: {:?}",
+            r.verdicts
+        );
+    }
+}
+
+#[test]
+fn pages_that_return_the_same_body_are_still_stopped() {
+    for how in PAGERS {
+        let mut r = Session::new(json!({}));
+        for page in 1..=25 {
+            let (tool, args) = page_call(how, page);
+            r.step(
+                tool,
+                args,
+                out("[]  (rate limited: try again later, please)"),
+            );
+        }
+        assert!(
+            r.first_stop().is_some_and(|n| n <= 16),
+            "{how}: {:?}",
+            r.verdicts
+        );
+    }
+}
+
+#[test]
+fn a_cursor_that_goes_back_is_still_a_loop() {
+    for how in PAGERS {
+        let mut r = Session::new(json!({}));
+        // Pages 1 to 4, then back to 1, over and over: each page's body differs from the
+        // page before it, but the pages were all fetched before.
+        for i in 0..25 {
+            let page = i % 4 + 1;
+            let (tool, args) = page_call(how, page);
+            r.step(tool, args, issues_page(page));
+        }
+        assert!(
+            r.first_stop().is_some_and(|n| n <= 16),
+            "{how}: {:?}",
+            r.verdicts
+        );
+    }
+}

@@ -209,6 +209,32 @@ pub struct FingerprintSet {
     /// For a shell call, its canonical spelling (with the progress signal and the
     /// same-output track on).
     pub spelling: Option<Spelling>,
+    /// The page this call fetches, when its URL holds a paging parameter (the first such
+    /// URL of a shell command): see [`PageStep`].
+    pub page: Option<PageStep>,
+}
+
+/// One page of a listing fetched through a URL ([`super::url::is_paging_key`]): the series
+/// (the URL without its paging parameters) and the page (their values), as ids. A page
+/// whose series advanced to a value not seen before and whose body differs from the
+/// previous page's is progress for the `net:` and `host:` gates (docs/decisions.md,
+/// "Paging through a URL").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PageStep {
+    /// The id of the URL without its paging pairs.
+    pub series: FpId,
+    /// The id of the paging pairs.
+    pub at: FpId,
+}
+
+impl PageStep {
+    fn of(u: &super::url::NormUrl) -> Option<PageStep> {
+        let (series, at) = u.paging.as_ref()?;
+        Some(PageStep {
+            series: FpId::of(&["page:", series].concat()),
+            at: FpId::of(at),
+        })
+    }
 }
 
 /// A shell call's canonical spelling ([`canonical`]; docs/decisions.md, "Same output,
@@ -355,6 +381,7 @@ pub(crate) fn fingerprints_with(
             }
         }
         if !relax {
+            set.page = urls.iter().find_map(PageStep::of);
             for u in &urls {
                 set.push(cfg, format!("net:{}", u.href));
                 set.push(cfg, format!("site:{}", u.site));
@@ -383,6 +410,7 @@ pub(crate) fn fingerprints_with(
             let local = is_local_host(&u.host);
             let relax = local && cfg.local_hosts == LocalHosts::Allow;
             if !relax {
+                set.page = PageStep::of(&u);
                 set.push(cfg, format!("net:{}", u.href));
                 set.push(cfg, format!("site:{}", u.site));
                 if cfg.include_local || !local {

@@ -190,6 +190,7 @@ impl Breaker {
                 mutating,
                 writes: fx.writes.clone(),
                 reads: fx.reads.clone(),
+                page: set.page,
             });
             return BreakerVerdict::Proceed { advisory };
         }
@@ -210,6 +211,7 @@ impl Breaker {
                 mutating,
                 writes: fx.writes.clone(),
                 reads: fx.reads.clone(),
+                page: set.page,
             });
             return BreakerVerdict::Ask { reason, hits };
         }
@@ -226,6 +228,7 @@ impl Breaker {
             mutating,
             writes: Vec::new(),
             reads: Vec::new(),
+            page: None,
         });
         self.deny_verdict(st, tool, blocking, refused)
     }

@@ -27,7 +27,7 @@ mod verdict;
 
 pub use config::{BreakerConfig, LocalHosts, OnLimit, SelfProtection, ToolClasses};
 pub use failure::{classify, Failure, Outcome, Reason};
-pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind};
+pub use fingerprint::{fingerprints, Fingerprint, FingerprintSet, FpId, Kind, PageStep};
 pub use gate::Breaker;
 pub use mutation::FileId;
 pub(crate) use state::PreparedCall;

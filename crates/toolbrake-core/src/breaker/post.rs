@@ -3,7 +3,7 @@
 //! track, the files edited).
 
 use super::failure::{self, classify, Failure, Outcome};
-use super::fingerprint::Kind;
+use super::fingerprint::{Kind, PageStep};
 use super::gate::Breaker;
 use super::messages;
 use super::state::*;
@@ -197,6 +197,21 @@ impl Breaker {
             r.out = digest;
         }
         let Some(d) = digest else { return };
+        if let Some(page) = call.page {
+            if next_page(st, page, d) {
+                // The next page of a listing: work, like reading a file in chunks. Its
+                // target measures leave the window count too.
+                for f in call
+                    .fps
+                    .iter()
+                    .filter(|f| matches!(f.kind, Kind::Host | Kind::Net))
+                {
+                    if let Some(rec) = st.window.iter_mut().rev().find(|r| r.contains(&f.id)) {
+                        rec.retain(|id| *id != f.id);
+                    }
+                }
+            }
+        }
         for f in call.fps.iter().filter(|f| f.kind.new_output_uncounted()) {
             match st.outputs.iter_mut().find(|(id, _)| *id == f.id) {
                 Some((_, prev)) => {
@@ -344,4 +359,33 @@ impl Breaker {
             );
         }
     }
+}
+
+/// Remembers a page of a listing that returned `out`; whether it advanced: a page not
+/// fetched before in the series whose body differs from the previous page's (the first
+/// page fetched is counted as any call).
+fn next_page(st: &mut BreakerState, page: PageStep, out: OutputDigest) -> bool {
+    let Some(i) = st.pages.iter().position(|s| s.series == page.series) else {
+        if st.pages.len() >= MAX_PAGE_SERIES {
+            st.pages.remove(0);
+        }
+        st.pages.push(PageSeries {
+            series: page.series,
+            out,
+            seen: vec![page.at],
+        });
+        return false;
+    };
+    let mut s = st.pages.remove(i);
+    let fresh = !s.seen.contains(&page.at);
+    let advanced = fresh && s.out != out;
+    s.out = out;
+    if fresh {
+        if s.seen.len() >= MAX_PAGES_SEEN {
+            s.seen.remove(0);
+        }
+        s.seen.push(page.at);
+    }
+    st.pages.push(s);
+    advanced
 }

@@ -3,7 +3,7 @@
 
 use super::config;
 use super::failure::Failure;
-use super::fingerprint::{self, FpId, Kind};
+use super::fingerprint::{self, FpId, Kind, PageStep};
 use super::mutation::{self, FileId};
 use super::same_output;
 use super::verdict::{BreakerSummary, Hit, Kept, KeptGauge, UnchangedView};
@@ -80,7 +80,24 @@ pub(super) struct Inflight {
     /// The files its output depends on (progress signal, the unchanged track).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) reads: Vec<FileId>,
+    /// The page of a listing it fetches (progress signal, paging through a URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) page: Option<PageStep>,
 }
+
+/// A listing paged through a URL (progress signal): the last page's outcome and the pages
+/// fetched, so that a page that repeats the previous body, or a cursor that goes back, is
+/// still counted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct PageSeries {
+    pub(super) series: FpId,
+    pub(super) out: OutputDigest,
+    pub(super) seen: Vec<FpId>,
+}
+
+/// Listings remembered per session, and pages remembered per listing.
+pub(super) const MAX_PAGE_SERIES: usize = 8;
+pub(super) const MAX_PAGES_SEEN: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct FailStreak {
@@ -194,6 +211,9 @@ pub struct BreakerState {
     /// The last outcome digest per identity fingerprint (`exact:`, `cmd:`, `net:`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) outputs: Vec<(FpId, OutputDigest)>,
+    /// Listings paged through a URL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) pages: Vec<PageSeries>,
     /// The last calls that ran, for cycle detection.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     pub(super) recent: VecDeque<Recent>,

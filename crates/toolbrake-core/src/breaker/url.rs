@@ -66,6 +66,53 @@ pub struct NormUrl {
     pub site: String,
     /// `host + path` plus `?query` (decoded, tracking keys dropped, pairs sorted).
     pub href: String,
+    /// When the query holds a paging parameter ([`is_paging_key`]): the `href` without
+    /// the paging pairs (the series of pages), and the paging pairs (which page).
+    pub paging: Option<(String, String)>,
+}
+
+/// Whether a query key advances through a listing (`page`, `cursor`, `offset`, `since`,
+/// `pageToken`, `page[after]`, …): a URL that differs from the previous one only there,
+/// returning a different body, is the next page (docs/decisions.md, "Paging through a
+/// URL").
+///
+/// ```
+/// use toolbrake_core::breaker::url::is_paging_key;
+/// assert!(is_paging_key("page") && is_paging_key("pageToken") && is_paging_key("page[cursor]"));
+/// assert!(!is_paging_key("state") && !is_paging_key("per_page"));
+/// ```
+pub fn is_paging_key(k: &str) -> bool {
+    let base = k.split('[').next().unwrap_or(k).to_ascii_lowercase();
+    let base: String = base.chars().filter(|c| *c != '_' && *c != '-').collect();
+    matches!(
+        base.as_str(),
+        "page"
+            | "pagenumber"
+            | "pageno"
+            | "pagetoken"
+            | "nextpagetoken"
+            | "cursor"
+            | "nextcursor"
+            | "offset"
+            | "since"
+            | "sinceid"
+            | "maxid"
+            | "until"
+            | "start"
+            | "startindex"
+            | "startat"
+            | "after"
+            | "before"
+            | "startingafter"
+            | "endingbefore"
+            | "from"
+            | "skip"
+            | "next"
+            | "nexttoken"
+            | "continuation"
+            | "continuationtoken"
+            | "marker"
+    )
 }
 
 fn is_tracking_key(k: &str) -> bool {
@@ -172,6 +219,25 @@ pub fn norm_url(raw: &str, host_aliases: &BTreeMap<String, String>) -> Option<No
     pairs.sort_by(|a, b| utf16_cmp(a, b));
     let query = pairs.join("&");
     let mut href = format!("{host}{path}");
+    let paged = |p: &String| is_paging_key(p.split('=').next().unwrap_or(""));
+    let paging = pairs.iter().any(paged).then(|| {
+        let rest: Vec<&str> = pairs
+            .iter()
+            .filter(|p| !paged(p))
+            .map(String::as_str)
+            .collect();
+        let at: Vec<&str> = pairs
+            .iter()
+            .filter(|p| paged(p))
+            .map(String::as_str)
+            .collect();
+        let mut series = href.clone();
+        if !rest.is_empty() {
+            series.push('?');
+            series.push_str(&rest.join("&"));
+        }
+        (series, at.join("&"))
+    });
     if !query.is_empty() {
         href.push('?');
         href.push_str(&query);
@@ -182,6 +248,7 @@ pub fn norm_url(raw: &str, host_aliases: &BTreeMap<String, String>) -> Option<No
         path,
         site,
         href,
+        paging,
     })
 }
 
