@@ -241,3 +241,81 @@ fn failed_edits_with_new_content_have_no_tool_wide_target() {
         .collect();
     assert_eq!(kinds, ["exact"], "explain shows what judging uses");
 }
+
+/// A failure as a host without error codes reports it (a replayed run, an MCP tool's
+/// `isError`): the text is all there is.
+fn errored(text: &str) -> Outcome {
+    Outcome {
+        is_error: Some(true),
+        text: Some(text.into()),
+        ..Outcome::default()
+    }
+}
+
+#[test]
+fn failures_that_differ_do_not_stop_the_tool_however_they_are_written() {
+    // Each error is a different one; only how they are written is alike: a JSON error
+    // quoting its message, a Python traceback, a header line before the error.
+    let errors: [&[&str]; 3] = [
+        &[
+            r#"{"error": "no such table: orders"}"#,
+            r#"{"error": "permission denied for schema billing"}"#,
+            r#"{"error": "syntax error at or near FROM"}"#,
+            r#"{"error": "column customer does not exist"}"#,
+            r#"{"error": "relation is locked by another session"}"#,
+            r#"{"error": "division by zero"}"#,
+            r#"{"error": "connection reset by peer"}"#,
+        ],
+        &[
+            "Traceback (most recent call last):\n  File \"tool.py\", line 3, in run\nKeyError: 'customer'",
+            "Traceback (most recent call last):\n  File \"tool.py\", line 9, in run\nValueError: date must be ISO 8601",
+            "Traceback (most recent call last):\n  File \"tool.py\", line 4, in run\nTypeError: limit must be an int",
+            "Traceback (most recent call last):\n  File \"tool.py\", line 7, in run\nPermissionError: read-only session",
+            "Traceback (most recent call last):\n  File \"tool.py\", line 2, in run\nConnectionError: upstream closed",
+            "Traceback (most recent call last):\n  File \"tool.py\", line 5, in run\nZeroDivisionError: division by zero",
+        ],
+        &[
+            "Error executing tool query:\nunknown column customer",
+            "Error executing tool query:\ntable orders is locked",
+            "Error executing tool query:\nsyntax error near FROM",
+            "Error executing tool query:\npermission denied for schema billing",
+            "Error executing tool query:\nquery exceeded the row budget",
+            "Error executing tool query:\nconnection reset by peer",
+        ],
+    ];
+    let mut stopped = Vec::new();
+    for texts in errors {
+        let mut s = deny();
+        for (i, text) in texts.iter().enumerate() {
+            if !s
+                .run("query", json!({"sql": format!("q{i}")}), errored(text))
+                .runs()
+            {
+                stopped.push(format!("failure {}: {text}", i + 1));
+            }
+        }
+        if !s.call("query", json!({"sql": "next"})).runs() {
+            stopped.push(format!("the call after {}", texts[0]));
+        }
+    }
+    assert!(stopped.is_empty(), "stopped: {stopped:#?}");
+}
+
+#[test]
+fn failures_of_one_class_written_alike_still_stop_the_tool() {
+    // The same error each time, for another order: a JSON error and a traceback.
+    for text in [
+        |id: usize| format!(r#"{{"error": "order {id} not found", "order": "W{id}"}}"#),
+        |id: usize| {
+            format!("Traceback (most recent call last):\n  File \"tool.py\", line 3, in run\nLookupError: order {id} not found")
+        },
+    ] {
+        let mut s = deny();
+        for id in 1..=5 {
+            let d = s.run("get_order", json!({"id": id}), errored(&text(id)));
+            assert!(d.runs(), "call {id}: {:?}", d.message);
+        }
+        let d = s.call("get_order", json!({"id": 6}));
+        assert_eq!(d.verdict, Verdict::Deny, "{:?}", d.message);
+    }
+}

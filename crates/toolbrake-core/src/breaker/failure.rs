@@ -212,10 +212,11 @@ pub fn classify_text(text: &str) -> Option<Failure> {
 const SHAPE_LINE_BYTES: usize = 240;
 
 /// The shape of a failure (docs/decisions.md, "Failure target of a plain tool"): why it
-/// failed, its code or error name, and the first non-blank line of its text with what
-/// names one instance taken out: every quoted span, and every word holding a digit (ids,
-/// counts, times, addresses). `order 17 not found` and `order 18 not found` have one shape;
-/// `user 'alice' not found` and `no such table: orders` do not share it.
+/// failed, its code or error name, and the line of its text that says what went wrong
+/// ([`error_lines`]) with what names one instance taken out: every quoted name, and every
+/// word holding a digit (ids, counts, times, addresses). `order 17 not found` and `order
+/// 18 not found` have one shape; `user 'alice' not found` and `no such table: orders` do
+/// not share it, nor do two JSON errors whose quoted messages differ.
 ///
 /// ```
 /// use toolbrake_core::breaker::failure::{classify, shape, Outcome};
@@ -224,6 +225,8 @@ const SHAPE_LINE_BYTES: usize = 240;
 /// assert_eq!(of(&err("order 17 not found")), of(&err("order 18 not found\nat line 3")));
 /// assert_eq!(of(&err("no row for 'alice'")), of(&err("no row for 'bob'")));
 /// assert_ne!(of(&err("order 17 not found")), of(&err("service unavailable")));
+/// assert_ne!(of(&err(r#"{"error": "no such table"}"#)), of(&err(r#"{"error": "user is locked"}"#)));
+/// assert_eq!(of(&err(r#"{"error": "order 17 not found"}"#)), of(&err(r#"{"error": "order 18 not found"}"#)));
 /// ```
 pub fn shape(o: &Outcome, f: &Failure) -> crate::progress::OutputDigest {
     use sha2::{Digest, Sha256};
@@ -232,24 +235,42 @@ pub fn shape(o: &Outcome, f: &Failure) -> crate::progress::OutputDigest {
     h.update([0]);
     h.update(f.detail.as_deref().unwrap_or(""));
     h.update([0]);
-    let line = o
-        .text
-        .as_deref()
-        .unwrap_or("")
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let mut end = line.len().min(SHAPE_LINE_BYTES);
-    while !line.is_char_boundary(end) {
-        end -= 1;
+    for line in error_lines(o.text.as_deref().unwrap_or("")) {
+        let mut end = line.len().min(SHAPE_LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        h.update(line_shape(&line[..end]));
+        h.update([0]);
     }
-    h.update(line_shape(&line[..end]));
     let d = h.finalize();
     crate::progress::OutputDigest(u64::from_be_bytes(d[..8].try_into().expect("8 bytes")))
 }
 
-/// [`shape`]'s reading of one line: quoted spans become `'…'`, words holding a digit `#`.
+/// The lines of a failure's text that say what went wrong: the last exception line of a
+/// Python traceback (its first line is the same for every error); else the first non-blank
+/// line, and the next one too when the first is a header ending in `:` (`Error executing
+/// tool get_order:`).
+fn error_lines(text: &str) -> Vec<&str> {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if text.contains("Traceback (most recent call last)") {
+        if let Some(last) = text.lines().map(str::trim).rfind(|l| FULL_EXC.is_match(l)) {
+            return vec![last];
+        }
+    }
+    let Some(first) = lines.next() else {
+        return vec![""];
+    };
+    match lines.next() {
+        Some(next) if first.ends_with(':') => vec![first, next],
+        _ => vec![first],
+    }
+}
+
+/// [`shape`]'s reading of one line: words holding a digit become `#`; a quoted span
+/// without a blank (a name, an id, a key: `'alice'`) becomes `'…'`, a quoted span with
+/// blanks (a message, as JSON errors quote theirs: `{"error": "no such table"}`) is read
+/// like the line.
 fn line_shape(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
@@ -261,7 +282,14 @@ fn line_shape(line: &str) -> String {
                 for _ in 0..rest[..close].chars().count() + 1 {
                     chars.next();
                 }
-                out.push_str("'…'");
+                let inner = &rest[..close];
+                if inner.contains(char::is_whitespace) {
+                    out.push('\'');
+                    out.push_str(&line_shape(inner));
+                    out.push('\'');
+                } else {
+                    out.push_str("'…'");
+                }
                 continue;
             }
             out.push(c);
