@@ -16,6 +16,14 @@
 //! The MCP proxy offers it (`toolbrake mcp --fetch-tool`); an adapter that offers it tells
 //! the breaker (`BreakerConfig::offer_fetch_tool`), which then sends shell fetches here.
 
+// Linux and macOS are the platforms toolbrake builds for (docs/install.md, "Platforms"):
+// this crate writes fetched files with openat(2) below a directory handle (rustix), which
+// Windows lacks. Said plainly instead of a cascade of errors.
+#[cfg(not(unix))]
+compile_error!(
+    "toolbrake-fetch needs a Unix platform (Linux or macOS); see docs/install.md, \"Platforms\""
+);
+
 pub mod settings;
 
 pub use settings::{fetch_table, FetchSettings};

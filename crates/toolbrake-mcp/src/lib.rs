@@ -33,6 +33,14 @@
 //! tool `fetch_tool.rs`, and what is read of a message before it is handled `wire.rs`.
 #![deny(missing_docs)]
 
+// Linux and macOS are the platforms toolbrake builds for (docs/install.md, "Platforms"):
+// this crate relays stdio through Unix pipes and socket pairs, which Windows lacks. Said
+// plainly instead of a cascade of errors.
+#[cfg(not(unix))]
+compile_error!(
+    "toolbrake-mcp needs a Unix platform (Linux or macOS); see docs/install.md, \"Platforms\""
+);
+
 mod ask;
 mod client;
 pub mod events;

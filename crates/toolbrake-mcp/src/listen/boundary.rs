@@ -18,11 +18,9 @@ pub(super) fn error(status: StatusCode, code: i64, message: &str) -> Response {
 /// A fresh, unguessable session id (128 bits from the OS).
 pub(super) fn new_session_id() -> String {
     let mut buf = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
-        .is_ok();
-    if !ok {
-        // No /dev/urandom: the clock and a per-process random hasher, still unique.
+    // The OS's random source on every platform (getrandom(2), getentropy on macOS, ...).
+    if getrandom::fill(&mut buf).is_err() {
+        // No random source: the clock and a per-process random hasher, still unique.
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
