@@ -80,12 +80,19 @@ fn settings_file_named(dialect: Dialect, scope: Scope) -> Result<PathBuf, CliErr
 }
 
 /// Whether `toolbrake` on `PATH` is this very program: then the hook command can be the
-/// bare name, which stays right for teammates and after reinstalls.
+/// bare name, which stays right for teammates and after reinstalls. Not when a launcher put
+/// this program's folder on `PATH` for the one run (`npx toolbrake init claude`: npm's
+/// `node_modules/.bin`; `uvx` or `uv run`, which set `UV`): a host running the hook later
+/// would not find the bare name, so the hook names the full path.
 fn on_path_is_self(this: &Path) -> bool {
     let Some(path) = std::env::var_os("PATH") else {
         return false;
     };
+    if std::env::var_os("UV").is_some() {
+        return false;
+    }
     std::env::split_paths(&path)
+        .filter(|d| !d.ends_with("node_modules/.bin"))
         .map(|d| d.join("toolbrake"))
         .find(|c| c.is_file())
         .and_then(|c| c.canonicalize().ok())
