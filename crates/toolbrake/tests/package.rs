@@ -1,7 +1,9 @@
 //! The release artifacts as a user gets them: `scripts/package` builds the tarball, the
-//! Debian package and the npm tarball into `target/package/`; the `.deb` is unpacked into
-//! a temporary root (`dpkg-deb -x`: the machine's package database is never touched) and
-//! the README's quick start runs from it, with its completions and man page in place.
+//! Debian package, the npm tarball and the wheel (both carrying the static command) into
+//! `target/package/`; the `.deb` is unpacked into a temporary root (`dpkg-deb -x`: the
+//! machine's package database is never touched) and the README's quick start runs from it,
+//! with its completions and man page in place. scripts/test then installs the wheel and the
+//! npm package as users do (scripts/check-install).
 //! Ignored by a plain `cargo test` (a release build); `scripts/test` runs it
 //! (`--include-ignored`). Skipped, saying why, without dpkg-deb.
 
@@ -58,6 +60,43 @@ fn the_debian_package_installs_and_runs_the_quick_start() {
     let npm = one(&out, ".tgz");
     let npm_listing = run(Command::new("tar").arg("-tzf").arg(&npm));
     assert!(npm_listing.contains("package/native.cjs"), "{npm_listing}");
+    // The command in the npm package and in the wheel: the static binary scripts/install
+    // built, byte for byte (scripts/check-install installs both as a user would).
+    let built = std::fs::read(root.join("target/package-root/bin/toolbrake")).unwrap();
+    assert!(
+        npm_listing.contains("package/bin/toolbrake"),
+        "{npm_listing}"
+    );
+    let raw = Command::new("tar")
+        .arg("-xzOf")
+        .arg(&npm)
+        .arg("package/bin/toolbrake")
+        .output()
+        .unwrap();
+    assert!(
+        raw.stdout == built,
+        "the npm package's command is the static build"
+    );
+    let wheel = one(&out.join("python"), ".whl");
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.contains("manylinux_2_17"), "{name}");
+    let in_wheel = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))",
+        ])
+        .arg(&wheel)
+        .arg(format!(
+            "toolbrake-{}.data/scripts/toolbrake",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .output()
+        .unwrap();
+    assert_success(&in_wheel);
+    assert!(
+        in_wheel.stdout == built,
+        "the wheel's command is the static build"
+    );
 
     let deb = one(&out, ".deb");
     if Command::new("dpkg-deb").arg("--version").output().is_err() {
