@@ -78,6 +78,29 @@ fn shipped_code_reads_no_linux_only_path() {
     );
 }
 
+/// The attribute and doc lines right above the top-level item (unindented `fn`, `impl`,
+/// `mod`, ...) that line `n` is in.
+fn top_level_item_attributes<'a>(lines: &[&'a str], n: usize) -> impl Iterator<Item = &'a str> {
+    let start = (0..=n)
+        .rev()
+        .find(|&i| {
+            let l = lines[i];
+            !l.is_empty()
+                && !l.starts_with(char::is_whitespace)
+                && !l.starts_with('}')
+                && !l.starts_with("//")
+                && !l.starts_with("#[")
+        })
+        .unwrap_or(0);
+    lines[..start]
+        .iter()
+        .rev()
+        .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+        .copied()
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
 #[test]
 fn unix_only_calls_are_behind_cfg_unix_or_the_crate_says_it_needs_a_unix() {
     let mut found = Vec::new();
@@ -98,10 +121,11 @@ fn unix_only_calls_are_behind_cfg_unix_or_the_crate_says_it_needs_a_unix() {
                 {
                     continue;
                 }
-                // A `#[cfg(unix)]` on one of the few lines above (the item or block it is in).
-                let guarded = lines[n.saturating_sub(4)..n]
-                    .iter()
-                    .any(|l| l.contains("#[cfg(unix)]") || l.contains("#[cfg(target_os"));
+                // A `#[cfg(unix)]` on one of the few lines above (the statement or block it
+                // is in), or on the top-level item it is in.
+                let unix = |l: &&str| l.contains("#[cfg(unix)]") || l.contains("#[cfg(target_os");
+                let guarded = lines[n.saturating_sub(4)..n].iter().any(unix)
+                    || top_level_item_attributes(&lines, n).any(|l| unix(&l));
                 if !guarded {
                     found.push(format!(
                         "{} ({}):{}: {}",
