@@ -13,15 +13,18 @@
 //!   (headers, YAML; an authorization scheme such as `Bearer` is kept), `"KEY": "value"`
 //!   (JSON, escaped or not), `--key value`, `--key=value`, `["--key", "value"]`, URL
 //!   query parameters, a configuration tool's `KEY value` (`aws configure set`, `npm config
-//!   set`, `git config`) and a `.netrc` entry's `password value`. A word naming something
-//!   else right after the name keeps the value (`token_count`, `password_reset`,
-//!   `--token-file`: see [`NOT_A_CREDENTIAL`]);
+//!   set`, `git config`), a `.netrc` entry's `password value` and an XML element
+//!   (`<password>value</password>`). A word naming something else right after the name
+//!   keeps the value (`token_count`, `password_reset`, `--token-file`: see
+//!   [`NOT_A_CREDENTIAL`]); `key`, which names too many things, only a value that looks
+//!   like a credential ([`Scope::Vague`]);
 //! - [`SHAPES`]: credentials recognisable by their form wherever they appear: PEM private
 //!   keys, `Bearer`/`Basic` credentials, provider tokens (`sk-…`, `ghp_…`, `hf_…`,
-//!   `rk_live_…`, `xoxb-…`, `AKIA…`, JWTs…), webhook URLs (with or without their scheme:
-//!   a `net:` fingerprint names a URL without it), URL user info, and passwords
-//!   given on a command line (`mysql -pPASS`, `sshpass -p PASS`, `docker login -p PASS`,
-//!   `htpasswd -b FILE USER PASS`, `curl -u user:PASS`).
+//!   `rk_live_…`, `xoxb-…`, `AKIA…`, `pypi-…`, `123456789:AA…`, `hvs.…`, JWTs…), webhook
+//!   URLs (Slack, Discord, Teams; with or without their scheme: a `net:` fingerprint names
+//!   a URL without it), URL user info, and passwords given on a command line (`mysql
+//!   -pPASS`, `sshpass -p PASS`, `docker login -p PASS`, `htpasswd -b FILE USER PASS`,
+//!   `curl -u user:PASS`, `sqlcmd -P PASS`, `openssl -k PASS`, `ldapsearch -w PASS`…).
 //!
 //! Both tables are scanned for literal anchors first (one Aho-Corasick pass each), so a
 //! text holding none of them costs two scans and no regular expression.
@@ -390,6 +393,53 @@ mod tests {
             ),
         ] {
             assert_eq!(redact(text), want, "{text}");
+        }
+    }
+
+    /// The neighbours added in issue 53 take only the secret: a bot's id, a webhook's host,
+    /// openssl's `pass:`, a command's every password; and `key` only a credential-like value.
+    #[test]
+    fn new_shapes_keep_the_rest() {
+        for (text, want) in [
+            (
+                "curl https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ/getMe",
+                "curl https://api.telegram.org/bot123456789:[REDACTED]/getMe",
+            ),
+            (
+                "net:acme.webhook.office.com/webhookb2/g@t/IncomingWebhook/abc/o 3/3",
+                "net:acme.webhook.office.com/webhookb2/[REDACTED] 3/3",
+            ),
+            (
+                "openssl pkcs12 -passin pass:Pw1 -passout pass:Pw2 -passin env:PW -passout file:pw.txt",
+                "openssl pkcs12 -passin pass:[REDACTED] -passout pass:[REDACTED] -passin env:PW -passout file:pw.txt",
+            ),
+            (
+                "ssh-keygen -p -f k -P 'old pw' -N NewPw3 && ls",
+                "ssh-keygen -p -f k -P [REDACTED] -N [REDACTED] && ls",
+            ),
+            (
+                "<user>bob</user><password>Pw4</password>",
+                "<user>bob</user><password>[REDACTED]</password>",
+            ),
+            (
+                r#"{"key": "Enter", "Key": "a/b.json", "pwd": "/srv", "api": {"key": "0123456789abcdefABCDEF"}}"#,
+                r#"{"key": "Enter", "Key": "a/b.json", "pwd": "/srv", "api": {"key": "[REDACTED]"}}"#,
+            ),
+            (
+                "DRIVER={ODBC};SERVER=db;UID=sa;PWD=Pw5;",
+                "DRIVER={ODBC};SERVER=db;UID=sa;PWD=[REDACTED];",
+            ),
+            (
+                "smbclient //srv/s -U 'CORP\\bob%Pw6' -c ls",
+                "smbclient //srv/s -U 'CORP\\bob%[REDACTED]' -c ls",
+            ),
+            (
+                "git clone https://0123456789abcdefghijklmn@github.com/o/r && cd r",
+                "git clone https://[REDACTED]@github.com/o/r && cd r",
+            ),
+        ] {
+            assert_eq!(redact(text), want, "{text}");
+            assert_eq!(redact(want), want, "idempotent: {want}");
         }
     }
 

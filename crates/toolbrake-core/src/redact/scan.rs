@@ -1,7 +1,10 @@
 //! The scanners: [`redact`] finds the tables' anchors in one Aho-Corasick pass each,
 //! then replaces the credentials it finds after a name or by their shape.
 
-use super::tables::{Scope, KEY_NAMES, KEY_NEEDLES, MARKER, NOT_A_CREDENTIAL, SHAPES};
+use super::tables::{
+    looks_like_credential, Scope, IDENTIFYING_KEYS, KEY_NAMES, KEY_NEEDLES, MARKER,
+    NOT_A_CREDENTIAL, SHAPES,
+};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Captures, Regex};
 use std::borrow::Cow;
@@ -167,6 +170,13 @@ pub(super) fn anchors_with(ac: &AhoCorasick, anchor_row: &[usize], text: &str) -
     (rows, keys)
 }
 
+/// The groups that hold a row's secrets (`s`; `t` where a row has two kinds of secret;
+/// `u` for a command's earlier password when it takes two).
+const SECRET_GROUPS: [&str; 3] = ["u", "s", "t"];
+
+/// `text` with the matches of `re` replaced: each secret group that took part (or the
+/// whole match when the row has none) by [`MARKER`], unless it is a marker already or
+/// fails the row's `check`.
 fn replace_shape<'a>(
     text: Cow<'a, str>,
     re: &Regex,
@@ -174,19 +184,22 @@ fn replace_shape<'a>(
 ) -> Cow<'a, str> {
     let replaced = re.replace_all(&text, |c: &Captures<'_>| {
         let whole = c.get(0).expect("group 0");
-        let Some(s) = c.name("s") else {
+        if SECRET_GROUPS.iter().all(|g| c.name(g).is_none()) {
             return MARKER.to_string();
-        };
-        let keep = s.as_str() == MARKER || check.is_some_and(|f| !f(s.as_str()));
-        if keep {
-            return whole.as_str().to_string();
         }
-        let at = whole.start();
-        format!(
-            "{}{MARKER}{}",
-            &whole.as_str()[..s.start() - at],
-            &whole.as_str()[s.end() - at..]
-        )
+        let mut out = String::with_capacity(whole.len());
+        let mut copied = whole.start();
+        for s in SECRET_GROUPS.iter().filter_map(|g| c.name(g)) {
+            let keep = s.as_str() == MARKER || check.is_some_and(|f| !f(s.as_str()));
+            if keep || s.start() < copied {
+                continue;
+            }
+            out.push_str(&text[copied..s.start()]);
+            out.push_str(MARKER);
+            copied = s.end();
+        }
+        out.push_str(&text[copied..whole.end()]);
+        out
     });
     match replaced {
         Cow::Borrowed(_) => text,
@@ -240,27 +253,60 @@ struct Context {
     equals: bool,
 }
 
-/// Whether an identifier of these words names a credential, in this context.
-fn names_credential(w: &[&str], cx: Context) -> bool {
-    KEY_NAMES.iter().any(|(name, scope)| {
+/// What a name says of its value.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Named {
+    /// Nothing: the value stays.
+    No,
+    /// A credential when it looks like one ([`Scope::Vague`]).
+    IfCredentialLike,
+    /// A credential unless it is a path or a variable ([`Scope::Keyed`], the name alone).
+    UnlessPath,
+    /// A credential.
+    Yes,
+}
+
+/// What an identifier of these words says of its value, in this context: the strongest
+/// of its rows.
+fn names_credential(w: &[&str], cx: Context) -> Named {
+    let mut named = Named::No;
+    for (name, scope) in KEY_NAMES {
         let n = name.split('_').count();
-        (0..w.len().saturating_sub(n - 1)).any(|i| {
+        for i in 0..w.len().saturating_sub(n - 1) {
             let hit = name
                 .split('_')
                 .zip(&w[i..i + n])
                 .all(|(a, b)| a.eq_ignore_ascii_case(b));
-            let last = i + n == w.len();
-            hit && match scope {
-                Scope::Anywhere => !w
-                    .get(i + n)
-                    .is_some_and(|q| NOT_A_CREDENTIAL.iter().any(|x| x.eq_ignore_ascii_case(q))),
-                Scope::Last => last,
-                Scope::LastOfSeveral => last && i > 0,
-                Scope::Keyed => last && (i > 0 || cx.quoted || cx.flag || cx.equals),
-                Scope::Query => cx.query && cx.equals && i == 0 && last,
+            if !hit {
+                continue;
             }
-        })
-    })
+            let last = i + n == w.len();
+            let yes = |b: bool| if b { Named::Yes } else { Named::No };
+            let says = match scope {
+                Scope::Anywhere => yes(!w
+                    .get(i + n)
+                    .is_some_and(|q| NOT_A_CREDENTIAL.iter().any(|x| x.eq_ignore_ascii_case(q)))),
+                Scope::Last => yes(last),
+                Scope::LastOfSeveral => yes(last && i > 0),
+                Scope::Keyed if last && i > 0 => Named::Yes,
+                Scope::Keyed if last && (cx.quoted || cx.flag || cx.equals) => Named::UnlessPath,
+                Scope::Keyed => Named::No,
+                Scope::Vague
+                    if last
+                        && !(i > 0
+                            && IDENTIFYING_KEYS
+                                .iter()
+                                .any(|x| x.eq_ignore_ascii_case(w[i - 1]))) =>
+                {
+                    Named::IfCredentialLike
+                }
+                Scope::Vague => Named::No,
+                Scope::Query => yes(cx.query && cx.equals && i == 0 && last),
+            };
+            named = named.max(says);
+        }
+    }
+    named
 }
 
 /// Values of credential names (see [`KEY_NAMES`]), in every syntax a value follows a name.
@@ -296,13 +342,14 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
         let before = start.checked_sub(1).map(|i| b[i]);
         let flag = b[start] == b'-';
         let cx = Context {
-            quoted: matches!(before, Some(b'"' | b'\'')),
+            quoted: matches!(before, Some(b'"' | b'\'')) || sep == b'>',
             flag,
             query: matches!(before, Some(b'?' | b'&' | b';')),
             equals: sep == b'=',
         };
         let w = words(&s[start..end]);
-        if !names_credential(&w, cx) {
+        let named = names_credential(&w, cx);
+        if named == Named::No {
             continue;
         }
         let header = w
@@ -310,9 +357,28 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
             .any(|w| w.eq_ignore_ascii_case("authorization") || w.eq_ignore_ascii_case("cookie"));
         // A value that follows its name after a space (a flag's, a setting's) is never a
         // flag itself.
-        let Some((vs, ve)) = value_span(b, sep, vs, ve, header, flag || sep == b' ') else {
+        let Some((mut vs, ve)) = value_span(b, sep, vs, ve, header, flag || sep == b' ') else {
             continue;
         };
+        let v = &s[vs..ve];
+        let keep = match named {
+            Named::UnlessPath => v.starts_with(['/', '~', '$']),
+            Named::IfCredentialLike => !looks_like_credential(v),
+            _ => false,
+        };
+        // A flag's value that says where openssl reads a pass phrase (`-passin env:NAME`,
+        // `file:PATH`, `fd:N`, `stdin`) holds none; `pass:SECRET` keeps its `pass:`.
+        let source =
+            flag && (["env:", "file:", "fd:"].iter().any(|p| v.starts_with(p)) || v == "stdin");
+        if keep || source {
+            continue;
+        }
+        if flag && v.len() > 5 && v.starts_with("pass:") {
+            if s[vs + 5..].starts_with(MARKER) {
+                continue;
+            }
+            vs += 5;
+        }
         let o = out.get_or_insert_with(|| String::with_capacity(s.len() + 16));
         o.push_str(&s[copied..vs]);
         o.push_str(MARKER);
@@ -332,6 +398,10 @@ fn redact_keys<'a>(text: Cow<'a, str>, needles: &AhoCorasick) -> Cow<'a, str> {
 /// value) and where its value begins, with the text's end.
 fn value_after(b: &[u8], start: usize, end: usize) -> Option<(u8, usize, usize)> {
     let flag = b[start] == b'-';
+    // An XML element: `<password>VALUE</password>` (separator `>`).
+    if start > 0 && b[start - 1] == b'<' && b.get(end) == Some(&b'>') {
+        return Some((b'>', end + 1, b.len()));
+    }
     let mut i = end;
     // A closing quote: `"`, `'`, or `"` escaped as JSON escapes it, once or more (`\"`,
     // `\\\"`: a JSON text inside a JSON string).
@@ -537,6 +607,7 @@ fn value_span(
         b'\'' => (i + 1, until(i + 1, &|c| c == b'\'')),
         b'{' | b'[' => return None,
         b'-' if flag => return None,
+        _ if sep == b'>' => (i, until(i, &|c| matches!(c, b'<' | b'\r' | b'\n'))),
         _ if sep == b':' => {
             // A header or YAML value: the rest of the line.
             let end = until(i, &|c| {
