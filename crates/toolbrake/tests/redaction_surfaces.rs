@@ -1,7 +1,8 @@
 //! Every credential shape (`toolbrake_testkit::CREDENTIAL_CASES`) in a call's arguments
 //! and in its output, through every surface that shows or stores them: the hook's answers
-//! and its SQLite state (database and write-ahead log), the protocol's output (`replay`
-//! and `serve`), the replay report as text and HTML, and the dashboard's JSON and pages.
+//! and its SQLite state (database and write-ahead log), `explain` of each call with its
+//! session, the protocol's output (`replay` and `serve`), the replay report as text and
+//! HTML, and the dashboard's JSON and pages (the spans of `record_arguments`: `otel.rs`).
 //! None of the secrets may appear on any of them, while the calls are still judged (each
 //! loop is denied) and what is shown still marks where a secret was.
 
@@ -188,6 +189,20 @@ async fn no_credential_shape_reaches_any_surface() {
         }
     }
     assert_clean("the SQLite state", &String::from_utf8_lossy(&state));
+
+    // `explain` of each case's call, with the session the hooks stored.
+    let mut explained = String::new();
+    for (n, case) in CREDENTIAL_CASES.iter().enumerate() {
+        let out = bin(&cfg)
+            .args(["explain", "--session", &session(n), "Bash"])
+            .arg(json!({"command": case.text}).to_string())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        explained.push_str(&String::from_utf8_lossy(&out.stdout));
+        explained.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    assert_clean("explain", &explained);
 
     // The dashboard, over HTTP, on the state the hooks wrote.
     let (_ui, base) = start_ui(&cfg);

@@ -210,6 +210,23 @@ pub fn run(
     } else if set.local {
         outln!("local:      every URL is local (host: only with include_local = true)");
     }
+    // A command's fingerprint drops the quotes and backslashes that redaction may need to
+    // find a credential (a JSON text's escaped line break, `…\\npassword X`, becomes
+    // `…npassword X`): each is shown as the same fingerprint of the arguments with their
+    // credentials redacted first (when that gives the same fingerprints).
+    let redacted = toolbrake::redact::redact(&canonical);
+    let shown = serde_json::from_str::<Value>(&redacted)
+        .ok()
+        .filter(|_| redacted != canonical)
+        .and_then(|a| fingerprints(b, tool, &a).ok())
+        .filter(|r| {
+            r.fps.len() == set.fps.len()
+                && r.fps.iter().zip(&set.fps).all(|(x, y)| x.kind == y.kind)
+        });
+    let text = |i: usize| {
+        let t = shown.as_ref().map_or(&set.fps[i].text, |r| &r.fps[i].text);
+        toolbrake::redact::redact(t).into_owned()
+    };
     outln!("fingerprints:");
     let width = set
         .fps
@@ -240,11 +257,7 @@ pub fn run(
                 t
             })
             .unwrap_or_default();
-        outln!(
-            "  {:<width$}  {:<6} {limit}{now}",
-            toolbrake::redact::redact(&f.text),
-            f.kind.as_str()
-        );
+        outln!("  {:<width$}  {:<6} {limit}{now}", text(i), f.kind.as_str());
     }
     Ok(ExitCode::SUCCESS)
 }
