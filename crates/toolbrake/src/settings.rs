@@ -629,7 +629,11 @@ fn changed_tables(a: &Loaded, b: &Loaded) -> Vec<&'static str> {
     if a.engine.streak != b.engine.streak {
         changed.push("streak");
     }
-    if a.engine.breaker != b.engine.breaker {
+    // What self-protection guards is filled in by the running command (`protect`), never
+    // read from the file: a freshly loaded file has none, which is no change of the file.
+    let mut breaker = b.engine.breaker.clone();
+    breaker.protect(a.engine.breaker.protected().clone());
+    if a.engine.breaker != breaker {
         changed.push("breaker");
     }
     if a.protocol != b.protocol {
