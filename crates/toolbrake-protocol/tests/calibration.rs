@@ -155,6 +155,8 @@ fn judged(n: usize, calls: u32) -> (Tuning, usize) {
         base_error: None,
         events: 0,
         calls: u64::from(calls) * n as u64,
+        run_cap: None,
+        cut_runs: Vec::new(),
         base_source: String::new(),
     };
     (tuning, base_at)
@@ -196,4 +198,86 @@ fn a_run_level_line_above_the_largest_accepted_is_never_printed_or_written() {
         Some(MAX_LINE)
     );
     assert!(p.toml(&tuning).contains("line = 1000000"));
+}
+
+/// `plain` runs of three distinct calls each (nothing to stop: good), and one run `long`
+/// of `long` distinct calls, every other result without its session (answered by id).
+fn long_history(plain: usize, long: usize) -> String {
+    let mut h = String::new();
+    for r in 0..plain {
+        for c in 0..3 {
+            h.push_str(&format!(
+                "{{\"event\":\"call\",\"session\":\"run{r}\",\"id\":\"{c}\",\"tool\":\"search\",\"args\":{{\"q\":\"topic {c}\"}}}}\n{{\"event\":\"result\",\"session\":\"run{r}\",\"id\":\"{c}\",\"outcome\":{{\"text\":\"answer {c}\"}}}}\n"
+            ));
+        }
+        h.push_str(&format!("{{\"event\":\"end\",\"session\":\"run{r}\"}}\n"));
+    }
+    for c in 0..long {
+        let session = if c % 2 == 0 {
+            ",\"session\":\"long\""
+        } else {
+            ""
+        };
+        h.push_str(&format!(
+            "{{\"event\":\"call\",\"session\":\"long\",\"id\":\"{c}\",\"tool\":\"search\",\"args\":{{\"q\":\"page {c}\"}}}}\n{{\"event\":\"result\"{session},\"id\":\"{c}\",\"outcome\":{{\"text\":\"page {c} text\"}}}}\n"
+        ));
+    }
+    h.push_str("{\"event\":\"end\",\"session\":\"long\"}\n");
+    h
+}
+
+/// The history read with at most `cap` calls kept per run (none: all) and judged under
+/// the calibration ladder.
+fn judge_capped(history: &str, cap: Option<u64>) -> (Tuning, usize, u64) {
+    use toolbrake_protocol::tune::{calibration_ladder, measure, Corpus};
+    let mut corpus = cap.map_or_else(Corpus::default, Corpus::with_run_cap);
+    corpus
+        .read("history", history.as_bytes(), None, 1 << 20)
+        .unwrap();
+    let (settings, base_at) = calibration_ladder(&toolbrake_core::config::Config::default());
+    let calls = corpus.calls();
+    let tuning = measure(&corpus, settings, 1, Share::new(1, 50).unwrap());
+    (tuning, base_at, calls)
+}
+
+#[test]
+fn a_run_past_the_cap_is_replayed_up_to_it_and_counted_harmed() {
+    let alpha = Share::parse("5%").unwrap();
+    let labels = RunLabels::default();
+    let cap = 200;
+    let (tuning, base_at, calls) = judge_capped(&long_history(39, 1200), Some(cap));
+    // Only the long run's first 200 calls are kept; the results of the others, with
+    // their session or without, are skipped with them (none is left without its call).
+    assert_eq!(calls, 39 * 3 + 200);
+    assert_eq!(tuning.cut_runs, vec![("long".to_string(), 1200)]);
+    assert_eq!(tuning.base_error, None);
+    assert_eq!(tuning.figures[0].errors, 0);
+    assert!(tuning.figures.iter().all(|f| f.calls == calls));
+    let p = calibrate(&tuning, base_at, &labels, alpha, false).unwrap();
+    let json = p.json(&tuning);
+    assert_eq!(json["good_runs"], 40, "{json}");
+    assert_eq!(json["cut_runs"], 1, "{json}");
+    assert_eq!(json["cut_good_runs"], 1, "{json}");
+    assert_eq!(json["cut_at"], 200, "{json}");
+    assert_eq!(json["calls_replayed"], 39 * 3 + 200, "{json}");
+    assert_eq!(json["calls_not_replayed"], 1000, "{json}");
+    assert_eq!(json["harmed_good_runs"], 1, "{json}");
+    let text = p.text(&tuning);
+    assert!(
+        text.contains("40 runs (317 calls replayed); 1 run longer than 200 calls cut there (1000 calls past the cut not replayed): 1 good of them counted harmed at every setting, 40 good"),
+        "{text}"
+    );
+
+    // The cut run counts as harmed at every setting: with 20 good runs at α = 5% the
+    // promise rests on the worst of them, so no setting keeps it, where the whole run,
+    // harmed by none, would have let one.
+    let history = long_history(19, 1200);
+    let (whole, base_at, _) = judge_capped(&history, None);
+    assert!(calibrate(&whole, base_at, &labels, alpha, false).is_ok());
+    let (tuning, base_at, _) = judge_capped(&history, Some(cap));
+    let e = calibrate(&tuning, base_at, &labels, alpha, false).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no setting of the ladder keeps the promise: even the loosest harms 1 of your 20 good runs, more than 5% allows"
+    );
 }

@@ -9,6 +9,14 @@
 //! no tool call (a chat-only transcript) is left out: no setting could have stopped
 //! anything in it, so it is evidence neither way, and counting it as good would make a
 //! promise out of runs that tested nothing.
+//!
+//! A run longer than [`MAX_RUN_CALLS`] calls is *cut*: only its first `MAX_RUN_CALLS` calls
+//! are replayed (replaying one run under the ladder's ten settings is linear in its calls:
+//! a run of a million calls took minutes), so what the settings would do past them is
+//! unknown. A cut run that is good is counted as harmed at every rung, and its run-level
+//! score is the most its length allows (every call past the cut stopped), so a cut can only
+//! make the setting looser and the line higher than the whole run would: the promise keeps
+//! holding, only more cautiously.
 
 use super::{RunFigures, Setting, Tuning};
 use crate::calibrate::{self, is_good, rung_score, Line, Share, TooFew};
@@ -18,6 +26,13 @@ use std::fmt::Write as _;
 use std::io::BufRead;
 use toolbrake_core::budget::MAX_LINE;
 use toolbrake_core::Feedback;
+
+/// The most calls of one run calibration replays. A replay costs about 12 µs a call a
+/// setting (release build), so a cut run costs at most about 12 s on one core for the
+/// ladder's ten settings (and about 260 MB held while read); runs of 100,000 calls are
+/// runaway loops rather than the good runs a promise is about, and each one cut only makes
+/// the promise more cautious.
+pub const MAX_RUN_CALLS: u64 = 100_000;
 
 /// What the history says of each run besides its calls.
 #[derive(Debug, Default)]
@@ -83,6 +98,10 @@ pub struct GoodRuns {
     pub runs: u64,
     /// Runs that made no tool call: left out (neither good nor bad).
     pub without_calls: u64,
+    /// Runs cut at the cap on calls replayed ([`MAX_RUN_CALLS`]), good or not.
+    pub cut: u64,
+    /// Good runs among them: counted harmed at every rung.
+    pub cut_good: u64,
     /// Good by a resolved label.
     pub by_label: u64,
     /// Good because they ended without a stop (no label).
@@ -124,7 +143,7 @@ pub struct Promise {
     pub line: Line<usize>,
     /// The chosen rung of the ladder.
     pub rung: usize,
-    /// Good runs of the calibration set the chosen rung harms.
+    /// Good runs of the calibration set the chosen rung harms (a cut run counted harmed).
     pub harmed: u64,
     /// The run-level line, when asked for.
     pub run_line: Option<RunLine>,
@@ -178,7 +197,18 @@ pub fn calibrate(
         ..GoodRuns::default()
     };
     let mut members: Vec<usize> = Vec::new();
+    // Each cut run's calls past the cap (by its index in `run_names`).
+    let cut: Map<&str, u64> = tuning
+        .cut_runs
+        .iter()
+        .map(|(name, all)| (name.as_str(), *all))
+        .collect();
+    let mut past_cap: Vec<Option<u64>> = vec![None; tuning.run_names.len()];
     for (i, name) in tuning.run_names.iter().enumerate() {
+        if let Some(all) = cut.get(name.as_str()) {
+            good.cut += 1;
+            past_cap[i] = Some(all.saturating_sub(tuning.run_cap.unwrap_or(0)));
+        }
         let feedback = labels.feedback.get(name).copied();
         let resolved = labels.resolved.get(name).copied();
         let run = &tuning.runs[base_at][i];
@@ -194,6 +224,7 @@ pub fn calibrate(
         }
         if is_good(feedback, resolved, stopped) {
             members.push(i);
+            good.cut_good += u64::from(past_cap[i].is_some());
             match (feedback, resolved) {
                 (None, Some(_)) => good.by_label += 1,
                 (None, None) => good.by_no_stop += 1,
@@ -203,9 +234,13 @@ pub fn calibrate(
     }
     good.good = members.len() as u64;
     let setting_alpha = if run_line { alpha.half() } else { alpha };
+    // A cut run: harmed at every rung for all anyone knows (the worst score).
     let scores: Vec<usize> = members
         .iter()
-        .map(|&i| rung_score((0..rungs).map(|j| u64::from(tuning.runs[j][i].harmful))))
+        .map(|&i| match past_cap[i] {
+            Some(_) => rungs,
+            None => rung_score((0..rungs).map(|j| u64::from(tuning.runs[j][i].harmful))),
+        })
         .collect();
     let too_few = |too_few| CalibrateError::TooFew {
         too_few,
@@ -216,7 +251,7 @@ pub fn calibrate(
         return Err(CalibrateError::NoRung {
             harmed: members
                 .iter()
-                .filter(|&&i| tuning.runs[rungs - 1][i].harmful > 0)
+                .filter(|&&i| tuning.runs[rungs - 1][i].harmful > 0 || past_cap[i].is_some())
                 .count() as u64,
             good: good.good,
             alpha: setting_alpha,
@@ -225,13 +260,13 @@ pub fn calibrate(
     let rung = line.value;
     let harmed = members
         .iter()
-        .filter(|&&i| tuning.runs[rung][i].harmful > 0)
+        .filter(|&&i| tuning.runs[rung][i].harmful > 0 || past_cap[i].is_some())
         .count() as u64;
     let run_line = if run_line {
         let alpha = alpha.half();
         let scores: Vec<u64> = members
             .iter()
-            .map(|&i| run_score(&tuning.runs[rung][i]))
+            .map(|&i| run_score_at_most(&tuning.runs[rung][i], past_cap[i].unwrap_or(0)))
             .collect();
         let line = calibrate::line(&scores, alpha).map_err(too_few)?;
         Some(RunLine { line, alpha })
@@ -253,6 +288,31 @@ pub fn calibrate(
 /// (a recorded run holds every call it made, stopped or not).
 pub fn run_score(r: &RunFigures) -> u64 {
     u64::from(r.calls) + u64::from(r.stopped)
+}
+
+/// The most a run's score can be when `past_cap` of its calls were not replayed: each of
+/// them counted as a call and as stopped. A cut run's line score is this bound, so the
+/// line is never lower than the whole runs' would be (a higher line stops fewer good runs).
+pub fn run_score_at_most(r: &RunFigures, past_cap: u64) -> u64 {
+    run_score(r).saturating_add(past_cap.saturating_mul(2))
+}
+
+/// The clause on runs cut at the cap (none: nothing).
+fn cut_note(good: &GoodRuns, tuning: &Tuning) -> String {
+    if good.cut == 0 {
+        return String::new();
+    }
+    let cap = tuning.run_cap.unwrap_or(0);
+    let skipped: u64 = tuning
+        .cut_runs
+        .iter()
+        .map(|(_, all)| all.saturating_sub(cap))
+        .sum();
+    format!(
+        "; {} longer than {cap} calls cut there ({skipped} calls past the cut not replayed): {} good of them counted harmed at every setting",
+        if good.cut == 1 { "1 run".to_string() } else { format!("{} runs", good.cut) },
+        good.cut_good
+    )
 }
 
 impl Promise {
@@ -301,7 +361,7 @@ impl Promise {
         let f = &tuning.figures[self.rung];
         let _ = writeln!(
             o,
-            "toolbrake tune --calibrate: {} runs ({} calls){}, {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
+            "toolbrake tune --calibrate: {} runs ({} calls replayed){}{}, {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
             g.runs,
             tuning.calls,
             match g.without_calls {
@@ -311,6 +371,7 @@ impl Promise {
                     g.runs - n
                 ),
             },
+            cut_note(g, tuning),
             g.good,
             g.by_label,
             g.by_no_stop,
@@ -397,6 +458,11 @@ impl Promise {
             "good_runs": self.good.good,
             "runs": self.good.runs,
             "left_out_without_calls": self.good.without_calls,
+            "cut_runs": self.good.cut,
+            "cut_good_runs": self.good.cut_good,
+            "cut_at": tuning.run_cap,
+            "calls_replayed": tuning.calls,
+            "calls_not_replayed": tuning.cut_runs.iter().map(|(_, all)| all.saturating_sub(tuning.run_cap.unwrap_or(0))).sum::<u64>(),
             "good_by_label": self.good.by_label,
             "good_by_no_stop": self.good.by_no_stop,
             "marked_mistaken": self.good.mistaken,

@@ -20,6 +20,7 @@ use crate::record::recorded_output_of;
 use crate::report::Report;
 use crate::stream::Input;
 use serde_json::Value;
+use std::collections::VecDeque;
 use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -56,6 +57,14 @@ pub struct Corpus {
     sources: Vec<(usize, String)>,
     calls: u64,
     outputs: u64,
+    /// The most calls of one run kept ([`Corpus::with_run_cap`]); `None`: every call.
+    run_cap: Option<u64>,
+    /// With a cap: calls seen in each run (its session, sub-agents counted in it).
+    run_calls: crate::report::Map<String, u64>,
+    /// With a cap: the calls skipped and not yet answered, by session key, so that their
+    /// answers and results are skipped too (at most `MAX_OPEN_CALLS` each, as the
+    /// processor holds).
+    skipped_open: crate::report::Map<String, VecDeque<String>>,
 }
 
 /// The report's inputs of one event that do not depend on the setting, and a result's
@@ -84,6 +93,100 @@ pub enum ReadError {
 }
 
 impl Corpus {
+    /// A corpus that keeps at most `max` calls of each run (a session with its
+    /// sub-agents): a run's later calls, and the answers and results of those calls, are
+    /// read but not kept. Such a run is *cut* ([`Corpus::cut_runs`]): its figures cover
+    /// its first `max` calls only. This bounds the time and memory of replaying one run
+    /// under every setting (calibration: [`calibration::MAX_RUN_CALLS`]).
+    pub fn with_run_cap(max: u64) -> Self {
+        Corpus {
+            run_cap: Some(max.max(1)),
+            ..Corpus::default()
+        }
+    }
+
+    /// Whether `ev` is one a run cap leaves out: a call past its run's cap (remembered),
+    /// or the answer or result of such a call (forgotten with its result).
+    fn past_cap(&mut self, ev: &Event) -> bool {
+        let Some(cap) = self.run_cap else {
+            return false;
+        };
+        match ev {
+            Event::Call {
+                session, id, agent, ..
+            } => {
+                let run = run_of(session);
+                let seen = match self.run_calls.get_mut(run) {
+                    Some(n) => {
+                        *n += 1;
+                        *n
+                    }
+                    None => {
+                        self.run_calls.insert(run.to_string(), 1);
+                        1
+                    }
+                };
+                if seen <= cap {
+                    return false;
+                }
+                let key = toolbrake_session::key(session, agent.as_deref());
+                let q = self.skipped_open.entry(key).or_default();
+                q.retain(|x| x != id);
+                if q.len() >= toolbrake_core::MAX_OPEN_CALLS {
+                    q.pop_front();
+                }
+                q.push_back(id.clone());
+                true
+            }
+            Event::Answer { id, session, .. } => self.skipped(id, session.as_deref(), false),
+            Event::Result { id, session, .. } => self.skipped(id, session.as_deref(), true),
+            _ => false,
+        }
+    }
+
+    /// Whether call `id` (of `session` when given: its key or a sub-agent's) was skipped
+    /// and is still open; with `close`, it is no longer.
+    fn skipped(&mut self, id: &str, session: Option<&str>, close: bool) -> bool {
+        let prefix = session.map(toolbrake_core::engine::agent_key_prefix);
+        let hit = self.skipped_open.iter_mut().find(|(key, q)| {
+            let ours = match (session, &prefix) {
+                (Some(s), Some(p)) => key.as_str() == s || key.starts_with(p.as_str()),
+                _ => true,
+            };
+            ours && q.iter().any(|x| x == id)
+        });
+        match hit {
+            Some((_, q)) => {
+                if close {
+                    q.retain(|x| x != id);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The runs cut by the cap, by name, with the calls each made in all (more than the
+    /// cap; the first cap of them were kept), in name order.
+    pub fn cut_runs(&self) -> Vec<(String, u64)> {
+        let mut cut: Vec<(String, u64)> = match self.run_cap {
+            Some(cap) => self
+                .run_calls
+                .iter()
+                .filter(|(_, n)| **n > cap)
+                .map(|(name, n)| (name.clone(), *n))
+                .collect(),
+            None => Vec::new(),
+        };
+        cut.sort();
+        cut
+    }
+
+    /// The cap on calls kept per run, when one was set.
+    pub fn run_cap(&self) -> Option<u64> {
+        self.run_cap
+    }
+
     /// Reads one input (protocol lines, or with `importer` a recorded run) to its end and
     /// appends its events. A line that is not a valid event stops the reading with the
     /// error `toolbrake replay` would have answered it with.
@@ -104,6 +207,7 @@ impl Corpus {
                 Input::Event(no, value, _) => (no, event::parse_owned(value)),
             };
             match parsed {
+                Ok(ev) if self.past_cap(&ev) => Ok(()),
                 Ok(ev) => {
                     let digests = match &ev {
                         Event::Call { tool, args, .. } => {
@@ -140,7 +244,7 @@ impl Corpus {
         self.events.len()
     }
 
-    /// Tool calls among them.
+    /// Tool calls among them (kept: those past a run's cap are not).
     pub fn calls(&self) -> u64 {
         self.calls
     }
@@ -160,6 +264,13 @@ impl Corpus {
             .map_or("", |(_, name)| name.as_str());
         (source, self.events.get(i).map_or(0, |(line, _)| *line))
     }
+}
+
+/// The run a session key belongs to: a sub-agent's session counts in its parent's.
+fn run_of(session: &str) -> &str {
+    session
+        .split_once(toolbrake_core::engine::AGENT_SEPARATOR)
+        .map_or(session, |(run, _)| run)
 }
 
 /// Every call of the corpus as `engine` prepares it ([`Engine::prepare`]; `None` for other
@@ -255,10 +366,7 @@ fn runs_of(report: &Report) -> Vec<(String, RunFigures)> {
     let mut runs: Vec<(String, RunFigures)> = Vec::new();
     let mut index: crate::report::Map<&str, usize> = crate::report::Map::default();
     for s in &report.sessions {
-        let name = s
-            .name
-            .split_once(toolbrake_core::engine::AGENT_SEPARATOR)
-            .map_or(s.name.as_str(), |(run, _)| run);
+        let name = run_of(&s.name);
         let i = *index.entry(name).or_insert_with(|| {
             runs.push((name.to_string(), RunFigures::default()));
             runs.len() - 1
@@ -299,6 +407,11 @@ pub struct Tuning {
     pub events: usize,
     /// Calls judged.
     pub calls: u64,
+    /// The cap on calls judged per run, when one was set ([`Corpus::with_run_cap`]).
+    pub run_cap: Option<u64>,
+    /// The runs the cap cut, with the calls each made in all (only the first
+    /// [`Tuning::run_cap`] of them were judged), in name order.
+    pub cut_runs: Vec<(String, u64)>,
     /// Where the base came from (a file, or the built-in defaults), for the headings.
     pub base_source: String,
 }
@@ -382,6 +495,8 @@ pub fn measure(corpus: &Corpus, settings: Vec<Setting>, jobs: usize, max_harmful
         base_error,
         events: corpus.events(),
         calls: corpus.calls(),
+        run_cap: corpus.run_cap(),
+        cut_runs: corpus.cut_runs(),
         base_source: String::new(),
     }
 }
