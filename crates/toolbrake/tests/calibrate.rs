@@ -319,3 +319,19 @@ fn runs_without_a_tool_call_are_left_out_and_said_so() {
     );
     assert!(text.contains("runs like your 19 past good ones"), "{text}");
 }
+
+#[test]
+fn calibration_replays_at_most_the_stated_calls_of_a_run() {
+    // The cap is the library's (its cut is tested there on a small cap); here, that the
+    // command sets it and says so, and that runs under it are not cut.
+    let dir = tmpdir("calibrate", "cap");
+    let out = calibrate(&dir, 19, &["--json"]);
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["cut_at"], 100_000, "{v}");
+    assert_eq!(v["cut_runs"], 0, "{v}");
+    assert_eq!(v["calls_replayed"], 19 * 3 + 3, "{v}");
+    assert_eq!(v["calls_not_replayed"], 0, "{v}");
+    let text = stdout(&calibrate(&dir, 19, &[]));
+    assert!(!text.contains("cut there"), "{text}");
+}

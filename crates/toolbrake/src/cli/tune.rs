@@ -113,7 +113,13 @@ pub fn run(config: Option<&Path>, args: Args) -> Result<ExitCode, CliError> {
     } else {
         args.files.clone()
     };
-    let mut corpus = Corpus::default();
+    // Calibration replays at most the first MAX_RUN_CALLS calls of a run: a longer one is
+    // cut, and counted so that the promise only gets more cautious.
+    let mut corpus = if args.calibrate {
+        Corpus::with_run_cap(tune::calibration::MAX_RUN_CALLS)
+    } else {
+        Corpus::default()
+    };
     let mut skipped = import::Warnings::default();
     for path in &inputs {
         let (input, mut importer) = open_input(path, from, "tune")?;
