@@ -264,7 +264,7 @@ fn a_run_past_the_cap_is_replayed_up_to_it_and_counted_harmed() {
     assert_eq!(json["harmed_good_runs"], 1, "{json}");
     let text = p.text(&tuning);
     assert!(
-        text.contains("40 runs (317 calls replayed); 1 run longer than 200 calls cut there (1000 calls past the cut not replayed): 1 good of them counted harmed at every setting, 40 good"),
+        text.contains("40 runs (317 calls); 1 run longer than 200 calls cut there (1000 calls past the cut not replayed): 1 good of them counted harmed at every setting, 40 good"),
         "{text}"
     );
 

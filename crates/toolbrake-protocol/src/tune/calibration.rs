@@ -361,7 +361,7 @@ impl Promise {
         let f = &tuning.figures[self.rung];
         let _ = writeln!(
             o,
-            "toolbrake tune --calibrate: {} runs ({} calls replayed){}{}, {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
+            "toolbrake tune --calibrate: {} runs ({} calls){}{}, {} good: {} resolved by your labels, {} ended without a stop, {} marked mistaken (good); {} marked stuck (not good).",
             g.runs,
             tuning.calls,
             match g.without_calls {
