@@ -37,8 +37,7 @@ fn the_pages_show_the_stops_in_words_and_pictures_and_pass_axe_in_both_themes() 
     let stops = b.eval("document.getElementById('recent-stops').innerText");
     let stops = stops.as_str().unwrap();
     assert!(
-        stops.contains("It ran `curl -s 'https://api.example.com/v1/items?token=[REDACTED]'`")
-            && stops.contains("the streak brake stopped it"),
+        stops.contains("It asked 6 times in a row to run `curl -s 'https://api.example.com/v1/items?token=[REDACTED]'`: the streak brake stopped it."),
         "{stops}"
     );
     assert!(
