@@ -12,7 +12,7 @@
 
 mod protect;
 mod trust;
-pub use protect::protected;
+pub use protect::{agent_environment, protected, AGENT_VARIABLES};
 pub use trust::{Disabled, Ignored, Origin, USER_ONLY};
 
 use std::fmt;

@@ -36,7 +36,7 @@ pub fn run(config: Option<&Path>, session: &str, verdict: &Verdict) -> Result<Ex
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
     let feedback = verdict.feedback();
-    let from_agent = super::sessions::agent_environment(&process_env);
+    let from_agent = settings::agent_environment(&process_env);
     let kept = match from_agent {
         // Kept in the session's timeline too, so a person sees it on the dashboard.
         Some(var) => {

@@ -81,27 +81,10 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The variables hosts set for the commands their agents run (Claude Code's Bash tool,
-/// Codex's sandbox, Gemini CLI's and Qwen Code's shell, Cursor's agent): the first one set.
-pub fn agent_environment(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
-    const VARS: &[&str] = &[
-        "CLAUDECODE",
-        "CLAUDE_CODE_ENTRYPOINT",
-        "CODEX_SANDBOX",
-        "CODEX_SANDBOX_NETWORK_DISABLED",
-        "GEMINI_CLI",
-        "QWEN_CODE",
-        "CURSOR_AGENT",
-    ];
-    VARS.iter()
-        .copied()
-        .find(|v| env(v).is_some_and(|x| !x.is_empty()))
-}
-
 pub fn reset(config: Option<&Path>, key: &str) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
-    if let Some(var) = agent_environment(&process_env) {
+    if let Some(var) = settings::agent_environment(&process_env) {
         // Run by an agent's tool (or typed into the agent's own prompt): done, but kept
         // in the session's timeline so a person sees it on the dashboard.
         return if toolbrake_session::reset_noted(store.as_ref(), key, var)? {

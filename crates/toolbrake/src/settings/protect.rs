@@ -7,6 +7,28 @@ use super::{user_file, Settings, StoreKind};
 use std::path::{Path, PathBuf};
 use toolbrake_core::breaker::self_guard::Protected;
 
+/// The variables hosts set for the commands their agents run (Claude Code's Bash tool,
+/// Codex's sandbox, Gemini CLI's and Qwen Code's shell, Cursor's agent): `sessions reset`
+/// and `feedback` note in the session's history that they ran inside an agent's
+/// environment when one is set.
+pub const AGENT_VARIABLES: &[&str] = &[
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CODEX_SANDBOX",
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "GEMINI_CLI",
+    "QWEN_CODE",
+    "CURSOR_AGENT",
+];
+
+/// The first of [`AGENT_VARIABLES`] set (and not empty) in `env`.
+pub fn agent_environment(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+    AGENT_VARIABLES
+        .iter()
+        .copied()
+        .find(|v| env(v).is_some_and(|x| !x.is_empty()))
+}
+
 /// Variables a command may name toolbrake's files by.
 const VARS: &[&str] = &[
     "HOME",

@@ -18,15 +18,7 @@ use std::time::{Duration, Instant};
 /// The variables hosts set for their agents' commands: a test run from inside an agent
 /// (its shell tool) must not make `sessions reset` or `feedback` act as if the agent ran
 /// them.
-pub const AGENT_VARS: &[&str] = &[
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CODEX_SANDBOX",
-    "CODEX_SANDBOX_NETWORK_DISABLED",
-    "GEMINI_CLI",
-    "QWEN_CODE",
-    "CURSOR_AGENT",
-];
+pub use toolbrake::settings::AGENT_VARIABLES as AGENT_VARS;
 
 /// The `toolbrake` command under test, isolated from the developer's own configuration
 /// (no config file, no environment overrides, run in the temporary folder).
