@@ -87,26 +87,6 @@ const DESTROY: &[&str] = &[
 const COPIERS: &[&str] = &["cp", "install", "rsync", "scp"];
 /// Commands that edit a file in place with `-i`.
 const IN_PLACE: &[&str] = &["sed", "perl", "awk", "gawk", "ruby"];
-/// Interpreters: their code is searched for a protected name.
-const CODE: &[&str] = &[
-    "python",
-    "python2",
-    "python3",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "ruby",
-    "perl",
-    "php",
-    "pwsh",
-    "powershell",
-    "lua",
-    "osascript",
-    "sh",
-    "bash",
-    "zsh",
-];
 /// Runners of a package's command (`npx toolbrake …`).
 const RUNNERS: &[&str] = &["npx", "uvx", "bunx", "pnpx", "pipx", "pnpm", "yarn", "uv"];
 /// Redis commands that only read.
@@ -284,9 +264,15 @@ fn command_target(words: &[String], p: &Protected, files: &[String]) -> Option<S
                 .find(|a| names_any(&expand(a, p), files))
                 .and_then(|a| hit(format!("{v} -i on {}", kind_of(a))))
         }
-        v if CODE.contains(&v) => code_target(rest, p, files).then(|| SelfTarget {
-            what: format!("{v} code naming toolbrake's files"),
-        }),
+        // Interpreters and shells (the lists the shell-fetch check reads code by): their
+        // code is searched for a protected name.
+        v if super::shell_http::CODE_VERBS.contains(&v)
+            || super::shell_http::SHELLS.contains(&v) =>
+        {
+            code_target(rest, p, files).then(|| SelfTarget {
+                what: format!("{v} code naming toolbrake's files"),
+            })
+        }
         _ => None,
     }
 }

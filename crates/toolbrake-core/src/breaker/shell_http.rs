@@ -46,9 +46,9 @@ pub struct ShellFetch {
 const MAX_DEPTH: usize = 6;
 
 /// Shells: their `-c` argument is a command line.
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"];
+pub(super) const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"];
 /// Interpreters: their code is searched for request APIs and addresses.
-const CODE_VERBS: &[&str] = &[
+pub(super) const CODE_VERBS: &[&str] = &[
     "python",
     "python2",
     "python3",
