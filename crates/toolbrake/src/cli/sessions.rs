@@ -84,25 +84,21 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<ExitCode, CliError> {
 pub fn reset(config: Option<&Path>, key: &str) -> Result<ExitCode, CliError> {
     let s = settings::load(config)?;
     let store = s.store.open(StoreKind::Sqlite, &process_env)?;
-    if let Some(var) = settings::agent_environment(&process_env) {
+    let removed = if let Some(var) = settings::agent_environment(&process_env) {
         // Run by an agent's tool (or typed into the agent's own prompt): done, but kept
         // in the session's timeline so a person sees it on the dashboard.
-        return if toolbrake_session::reset_noted(store.as_ref(), key, var)? {
+        let noted = toolbrake_session::reset_noted(store.as_ref(), key, var)?;
+        if noted {
             warn!("toolbrake: this command runs inside an agent's environment ({var} is set): the reset is recorded in the session's history on the dashboard");
-            outln!("Session {key} reset.");
-            Ok(ExitCode::SUCCESS)
-        } else {
-            warn!(
-                "toolbrake: no stored session {key:?} in {}",
-                store.describe()
-            );
-            Ok(ExitCode::from(1))
-        };
-    }
-    let mut removed = false;
-    for k in toolbrake_store::with_sub_agents(store.as_ref(), key)? {
-        removed |= store.remove(&k)?;
-    }
+        }
+        noted
+    } else {
+        let mut removed = false;
+        for k in toolbrake_store::with_sub_agents(store.as_ref(), key)? {
+            removed |= store.remove(&k)?;
+        }
+        removed
+    };
     if removed {
         outln!("Session {key} reset.");
         Ok(ExitCode::SUCCESS)
